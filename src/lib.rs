@@ -1,0 +1,13 @@
+//! fuselab: parse ONNX models, fuse adjacent operators into semantics-preserving fused nodes,
+//! and execute graphs on a reference backend (native and wasm).
+
+pub mod error;
+pub mod ir;
+pub mod limits;
+pub mod onnx;
+pub mod runtime;
+pub mod tensor;
+
+pub use error::{Error, Result};
+pub use limits::Limits;
+pub use tensor::{DType, Tensor};

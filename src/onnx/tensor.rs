@@ -1,0 +1,169 @@
+//! TensorProto <-> Tensor, and validation of stored tensor data against its declared dims.
+
+use ndarray::{ArrayD, IxDyn};
+
+use crate::limits::Limits;
+use crate::onnx::proto::{data_type as dt, TensorProto, DATA_LOCATION_EXTERNAL};
+use crate::tensor::{DType, Tensor};
+use crate::{Error, Result};
+
+fn tensor_label(t: &TensorProto) -> String {
+    if t.name.is_empty() {
+        "tensor".to_string()
+    } else {
+        format!("tensor '{}'", t.name)
+    }
+}
+
+/// Checks that a tensor's stored data agrees with its dims and type, and that its size is within
+/// the limits. Call after external data has been inlined. Returns the element count.
+pub fn validate(t: &TensorProto, limits: &Limits) -> Result<u64> {
+    let what = tensor_label(t);
+    let ty = DType(t.data_type);
+    if t.data_location == DATA_LOCATION_EXTERNAL {
+        return Err(Error::invalid(format!(
+            "{what}: external data was not resolved"
+        )));
+    }
+    if t.segment.is_some() {
+        return Err(Error::invalid(format!(
+            "{what}: segmented tensors are not supported"
+        )));
+    }
+    if ty.0 == dt::STRING {
+        let n = limits.check_dims(&what, &t.dims, 8)?;
+        if t.string_data.len() as u64 != n {
+            return Err(Error::invalid(format!(
+                "{what}: {} strings for dims {:?} ({n} elements)",
+                t.string_data.len(),
+                t.dims
+            )));
+        }
+        return Ok(n);
+    }
+    let bits = ty
+        .bits()
+        .ok_or_else(|| Error::invalid(format!("{what}: unknown data_type {}", t.data_type)))?;
+    let n = limits.check_dims(&what, &t.dims, bits)?;
+    if !t.raw_data.is_empty() {
+        let want = (n * bits).div_ceil(8);
+        if t.raw_data.len() as u64 != want {
+            return Err(Error::invalid(format!(
+                "{what}: raw_data has {} bytes but dims {:?} of {} need {want}",
+                t.raw_data.len(),
+                t.dims,
+                ty
+            )));
+        }
+        return Ok(n);
+    }
+    // Typed fields: sub-32-bit types are stored one per int32 (4-bit/2-bit types packed, per spec).
+    let (have, per) = match ty.0 {
+        dt::FLOAT => (t.float_data.len(), 1),
+        dt::COMPLEX64 => (t.float_data.len(), 2),
+        dt::DOUBLE => (t.double_data.len(), 1),
+        dt::COMPLEX128 => (t.double_data.len(), 2),
+        dt::INT64 => (t.int64_data.len(), 1),
+        dt::UINT32 | dt::UINT64 => (t.uint64_data.len(), 1),
+        _ => (t.int32_data.len(), 1),
+    };
+    let expected = match bits {
+        4 => n.div_ceil(2),
+        2 => n.div_ceil(4),
+        _ => n * per,
+    };
+    // An empty typed field with n > 0 is legal only when the tensor really has no data: reject.
+    if have as u64 != expected {
+        return Err(Error::invalid(format!(
+            "{what}: {have} stored values for dims {:?} of {ty} (expected {expected})",
+            t.dims
+        )));
+    }
+    Ok(n)
+}
+
+fn shape_of(t: &TensorProto) -> Vec<usize> {
+    t.dims.iter().map(|&d| d as usize).collect()
+}
+
+fn from_raw<T, const W: usize>(raw: &[u8], f: fn([u8; W]) -> T) -> Vec<T> {
+    raw.chunks_exact(W)
+        .map(|c| f(c.try_into().expect("chunk width")))
+        .collect()
+}
+
+/// Decodes a TensorProto into a computable Tensor. Errors name the tensor and say why (for
+/// example an element type the reference backend does not compute on).
+pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
+    validate(t, limits)?;
+    let shape = IxDyn(&shape_of(t));
+    let raw = !t.raw_data.is_empty();
+    let build = |e: ndarray::ShapeError| Error::invalid(format!("{}: {e}", tensor_label(t)));
+    Ok(match t.data_type {
+        dt::FLOAT => {
+            let v = if raw {
+                from_raw(&t.raw_data, f32::from_le_bytes)
+            } else {
+                t.float_data.clone()
+            };
+            Tensor::F32(ArrayD::from_shape_vec(shape, v).map_err(build)?)
+        }
+        dt::DOUBLE => {
+            let v = if raw {
+                from_raw(&t.raw_data, f64::from_le_bytes)
+            } else {
+                t.double_data.clone()
+            };
+            Tensor::F64(ArrayD::from_shape_vec(shape, v).map_err(build)?)
+        }
+        dt::INT32 => {
+            let v = if raw {
+                from_raw(&t.raw_data, i32::from_le_bytes)
+            } else {
+                t.int32_data.clone()
+            };
+            Tensor::I32(ArrayD::from_shape_vec(shape, v).map_err(build)?)
+        }
+        dt::INT64 => {
+            let v = if raw {
+                from_raw(&t.raw_data, i64::from_le_bytes)
+            } else {
+                t.int64_data.clone()
+            };
+            Tensor::I64(ArrayD::from_shape_vec(shape, v).map_err(build)?)
+        }
+        dt::BOOL => {
+            let v: Vec<bool> = if raw {
+                t.raw_data.iter().map(|&b| b != 0).collect()
+            } else {
+                t.int32_data.iter().map(|&b| b != 0).collect()
+            };
+            Tensor::Bool(ArrayD::from_shape_vec(shape, v).map_err(build)?)
+        }
+        other => {
+            return Err(Error::invalid(format!(
+                "{}: element type {} is stored but not computed on by the reference backend",
+                tensor_label(t),
+                DType(other)
+            )))
+        }
+    })
+}
+
+/// Encodes a Tensor as a TensorProto with little-endian raw_data.
+pub fn from_tensor(name: &str, t: &Tensor) -> TensorProto {
+    let raw: Vec<u8> = match t {
+        Tensor::F32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::F64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::I32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::I64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::Bool(a) => a.iter().map(|&v| v as u8).collect(),
+    };
+    TensorProto {
+        name: name.to_string(),
+        dims: t.shape().iter().map(|&d| d as i64).collect(),
+        data_type: t.dtype().0,
+        raw_data: raw,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,3 @@
+//! Backends that execute a graph.
+
+pub mod reference;
