@@ -5,6 +5,7 @@ pub mod error;
 pub mod ir;
 pub mod limits;
 pub mod onnx;
+pub mod passes;
 pub mod runtime;
 pub mod tensor;
 

@@ -1,5 +1,15 @@
 //! The graph IR: values and nodes in stable-id arenas, with producer/consumer indices.
 
+pub mod builder;
+pub mod graph;
+pub mod infer;
+pub mod model;
 pub mod node;
+pub mod types;
+pub mod verify;
 
+pub use builder::GraphBuilder;
+pub use graph::{Graph, GraphExtra, Value};
+pub use model::Model;
 pub use node::{attr, Node, NodeId, ValueId};
+pub use types::{Dim, TensorType};

@@ -27,3 +27,6 @@ pub fn lookup(domain: &str, op_type: &str) -> Option<Kernel> {
     let _ = (domain, op_type);
     None
 }
+
+pub mod executor;
+pub use executor::Executor;

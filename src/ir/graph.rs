@@ -1,0 +1,351 @@
+//! The graph: arenas of values and nodes with stable ids, producer/consumer indices kept in step
+//! with every edit, and a topological order computed on demand.
+
+use std::collections::{BinaryHeap, HashMap};
+
+use crate::ir::node::{Node, NodeId, ValueId};
+use crate::ir::types::TensorType;
+use crate::onnx::proto::{
+    SparseTensorProto, StringStringEntryProto, TensorAnnotation, TensorProto, ValueInfoProto,
+};
+use crate::{Error, Result};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Value {
+    pub name: String,
+    /// Element type and shape, as declared or as inferred.
+    pub ty: TensorType,
+    /// The ValueInfoProto the model declared for this graph input or output, kept
+    /// verbatim so a save loses nothing (doc strings, denotations, non-tensor types).
+    pub info: Option<ValueInfoProto>,
+}
+
+/// GraphProto fields that no pass reads but a save must keep.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GraphExtra {
+    pub doc_string: String,
+    pub sparse_initializer: Vec<SparseTensorProto>,
+    pub quantization_annotation: Vec<TensorAnnotation>,
+    pub metadata_props: Vec<StringStringEntryProto>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Graph {
+    pub name: String,
+    values: Vec<Value>,
+    nodes: Vec<Option<Node>>,
+    producer: Vec<Option<NodeId>>,
+    /// One entry per (consumer, use): a node reading a value twice appears twice.
+    consumers: Vec<Vec<NodeId>>,
+    by_name: HashMap<String, ValueId>,
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<ValueId>,
+    /// Initializers in file order, data inlined (external data already read).
+    initializers: Vec<(ValueId, TensorProto)>,
+    /// GraphProto.value_info entries, kept verbatim; saved while their value is still produced.
+    pub value_info: Vec<(ValueId, ValueInfoProto)>,
+    pub extra: GraphExtra,
+}
+
+impl Graph {
+    pub fn new(name: &str) -> Graph {
+        Graph {
+            name: name.to_string(),
+            ..Default::default()
+        }
+    }
+
+    // ----- values -----
+
+    /// The value called `name`, created (undefined, untyped) if it does not exist yet.
+    pub fn value_named(&mut self, name: &str) -> ValueId {
+        if let Some(&id) = self.by_name.get(name) {
+            return id;
+        }
+        self.new_value(name, TensorType::default())
+    }
+
+    /// A new value. An empty or taken name is replaced by a fresh unique one.
+    pub fn new_value(&mut self, name: &str, ty: TensorType) -> ValueId {
+        let name = if name.is_empty() || self.by_name.contains_key(name) {
+            self.fresh_name(if name.is_empty() { "v" } else { name })
+        } else {
+            name.to_string()
+        };
+        let id = ValueId(self.values.len() as u32);
+        self.by_name.insert(name.clone(), id);
+        self.values.push(Value {
+            name,
+            ty,
+            info: None,
+        });
+        self.producer.push(None);
+        self.consumers.push(Vec::new());
+        id
+    }
+
+    /// A name not used by any value, derived from `base`.
+    pub fn fresh_name(&self, base: &str) -> String {
+        (0..)
+            .map(|i| format!("{base}_{i}"))
+            .find(|n| !self.by_name.contains_key(n))
+            .expect("unbounded")
+    }
+
+    /// Renames a value (and its initializer). The caller ensures `name` is free.
+    pub fn rename_value(&mut self, id: ValueId, name: &str) {
+        let old = std::mem::replace(&mut self.values[id.0 as usize].name, name.to_string());
+        self.by_name.remove(&old);
+        self.by_name.insert(name.to_string(), id);
+        if let Some(info) = self.values[id.0 as usize].info.as_mut() {
+            info.name = name.to_string();
+        }
+        for (v, t) in self.initializers.iter_mut() {
+            if *v == id {
+                t.name = name.to_string();
+            }
+        }
+    }
+
+    pub fn find(&self, name: &str) -> Option<ValueId> {
+        self.by_name.get(name).copied()
+    }
+
+    pub fn value(&self, id: ValueId) -> &Value {
+        &self.values[id.0 as usize]
+    }
+
+    pub fn value_mut(&mut self, id: ValueId) -> &mut Value {
+        &mut self.values[id.0 as usize]
+    }
+
+    pub fn name(&self, id: ValueId) -> &str {
+        &self.values[id.0 as usize].name
+    }
+
+    pub fn value_count(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn producer(&self, id: ValueId) -> Option<NodeId> {
+        self.producer[id.0 as usize]
+    }
+
+    /// Nodes reading `id` (explicitly or through a subgraph), one entry per use.
+    pub fn consumers(&self, id: ValueId) -> &[NodeId] {
+        &self.consumers[id.0 as usize]
+    }
+
+    pub fn is_graph_input(&self, id: ValueId) -> bool {
+        self.inputs.contains(&id)
+    }
+
+    pub fn is_graph_output(&self, id: ValueId) -> bool {
+        self.outputs.contains(&id)
+    }
+
+    // ----- initializers -----
+
+    pub fn initializers(&self) -> impl Iterator<Item = (ValueId, &TensorProto)> {
+        self.initializers.iter().map(|(v, t)| (*v, t))
+    }
+
+    pub fn initializer(&self, id: ValueId) -> Option<&TensorProto> {
+        self.initializers
+            .iter()
+            .find(|(v, _)| *v == id)
+            .map(|(_, t)| t)
+    }
+
+    /// A constant: an initializer that is not also a graph input (inputs may override it).
+    pub fn constant(&self, id: ValueId) -> Option<&TensorProto> {
+        if self.is_graph_input(id) {
+            return None;
+        }
+        self.initializer(id)
+    }
+
+    /// Adds an initializer under the value's name.
+    pub fn set_initializer(&mut self, id: ValueId, mut t: TensorProto) {
+        t.name = self.name(id).to_string();
+        if let Some(slot) = self.initializers.iter_mut().find(|(v, _)| *v == id) {
+            slot.1 = t;
+        } else {
+            self.initializers.push((id, t));
+        }
+    }
+
+    /// Drops initializers that nothing reads any more.
+    pub fn remove_unused_initializers(&mut self) -> usize {
+        let before = self.initializers.len();
+        let keep: Vec<bool> = self
+            .initializers
+            .iter()
+            .map(|(v, _)| {
+                !self.consumers[v.0 as usize].is_empty()
+                    || self.is_graph_output(*v)
+                    || self.is_graph_input(*v)
+            })
+            .collect();
+        let mut it = keep.iter();
+        self.initializers.retain(|_| *it.next().expect("same length"));
+        before - self.initializers.len()
+    }
+
+    // ----- nodes -----
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        self.nodes[id.0 as usize]
+            .as_ref()
+            .expect("node id refers to a removed node")
+    }
+
+    pub fn try_node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(id.0 as usize).and_then(|n| n.as_ref())
+    }
+
+    /// Live node ids in arena (insertion) order.
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.is_some())
+            .map(|(i, _)| NodeId(i as u32))
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.iter().filter(|n| n.is_some()).count()
+    }
+
+    /// Adds a node and indexes its inputs and outputs. Fails if an output already has a producer
+    /// or is a graph input or initializer (values are defined once).
+    pub fn add_node(&mut self, node: Node) -> Result<NodeId> {
+        let id = NodeId(self.nodes.len() as u32);
+        for out in node.outputs.iter().flatten() {
+            if let Some(p) = self.producer[out.0 as usize] {
+                return Err(Error::invalid(format!(
+                    "value '{}' is produced twice (by '{}' and '{}')",
+                    self.name(*out),
+                    self.node(p).label(p),
+                    node.label(id)
+                )));
+            }
+            if self.is_graph_input(*out) || self.initializer(*out).is_some() {
+                return Err(Error::invalid(format!(
+                    "node '{}' output '{}' is also a graph input or initializer",
+                    node.label(id),
+                    self.name(*out)
+                )));
+            }
+        }
+        for out in node.outputs.iter().flatten() {
+            self.producer[out.0 as usize] = Some(id);
+        }
+        for inp in node.all_inputs() {
+            self.consumers[inp.0 as usize].push(id);
+        }
+        self.nodes.push(Some(node));
+        Ok(id)
+    }
+
+    /// Removes a node; its outputs stay as (now undefined) values.
+    pub fn remove_node(&mut self, id: NodeId) -> Node {
+        let node = self.nodes[id.0 as usize]
+            .take()
+            .expect("removing a removed node");
+        for out in node.outputs.iter().flatten() {
+            self.producer[out.0 as usize] = None;
+        }
+        for inp in node.all_inputs() {
+            let list = &mut self.consumers[inp.0 as usize];
+            if let Some(pos) = list.iter().position(|&n| n == id) {
+                list.remove(pos);
+            }
+        }
+        node
+    }
+
+    /// Makes every reader of `from` (nodes and graph outputs) read `to` instead.
+    /// A graph output keeps its name: the caller must not redirect a graph output unless the
+    /// interface change is intended (rules check `is_graph_output` first).
+    pub fn replace_uses(&mut self, from: ValueId, to: ValueId) {
+        if from == to {
+            return;
+        }
+        let users = std::mem::take(&mut self.consumers[from.0 as usize]);
+        let mut seen = Vec::new();
+        for n in users {
+            if seen.contains(&n) {
+                continue;
+            }
+            seen.push(n);
+            let node = self.nodes[n.0 as usize].as_mut().expect("live consumer");
+            for slot in node.inputs.iter_mut().flatten() {
+                if *slot == from {
+                    *slot = to;
+                    self.consumers[to.0 as usize].push(n);
+                }
+            }
+            for slot in node.implicit_inputs.iter_mut() {
+                if *slot == from {
+                    *slot = to;
+                    self.consumers[to.0 as usize].push(n);
+                }
+            }
+        }
+        for o in self.outputs.iter_mut() {
+            if *o == from {
+                *o = to;
+            }
+        }
+    }
+
+    /// Nodes in a topological order, ties broken by arena order, so an untouched graph keeps its
+    /// file order. Fails naming a node on a cycle.
+    pub fn topo_order(&self) -> Result<Vec<NodeId>> {
+        let n = self.nodes.len();
+        let mut pending = vec![0usize; n];
+        for id in self.node_ids() {
+            pending[id.0 as usize] = self
+                .node(id)
+                .all_inputs()
+                .filter(|v| self.producer(*v).is_some())
+                .count();
+        }
+        let mut ready: BinaryHeap<std::cmp::Reverse<u32>> = self
+            .node_ids()
+            .filter(|id| pending[id.0 as usize] == 0)
+            .map(|id| std::cmp::Reverse(id.0))
+            .collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(std::cmp::Reverse(i)) = ready.pop() {
+            let id = NodeId(i);
+            order.push(id);
+            for out in self.node(id).outputs.iter().flatten() {
+                for &c in self.consumers(*out) {
+                    let p = &mut pending[c.0 as usize];
+                    *p -= 1;
+                    if *p == 0 {
+                        ready.push(std::cmp::Reverse(c.0));
+                    }
+                }
+            }
+        }
+        if order.len() != self.node_count() {
+            let stuck = self
+                .node_ids()
+                .find(|id| pending[id.0 as usize] > 0)
+                .expect("some node is unsorted");
+            return Err(Error::Verify(format!(
+                "graph has a cycle through node '{}'",
+                self.node(stuck).label(stuck)
+            )));
+        }
+        Ok(order)
+    }
+
+    /// True if `id` is defined: a graph input, an initializer or a node output.
+    pub fn is_defined(&self, id: ValueId) -> bool {
+        self.producer(id).is_some() || self.is_graph_input(id) || self.initializer(id).is_some()
+    }
+}

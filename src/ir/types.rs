@@ -1,0 +1,129 @@
+//! Static tensor types: element type plus a shape whose dims may be symbolic.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::onnx::proto::{type_proto, Dim as ProtoDim, Dimension, TensorShapeProto, TypeProto};
+use crate::tensor::DType;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(untagged)]
+pub enum Dim {
+    Known(i64),
+    /// A named symbolic dim (`dim_param`): equal names are equal sizes.
+    Sym(String),
+    /// Nothing is known.
+    #[serde(serialize_with = "unknown_dim")]
+    Unknown,
+}
+
+fn unknown_dim<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("?")
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Known(v) => write!(f, "{v}"),
+            Dim::Sym(s) => f.write_str(s),
+            Dim::Unknown => f.write_str("?"),
+        }
+    }
+}
+
+/// What is known statically about a value. `None` means unknown.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    pub dtype: Option<DType>,
+    pub shape: Option<Vec<Dim>>,
+}
+
+impl TensorType {
+    pub fn new(dtype: DType, shape: Vec<Dim>) -> TensorType {
+        TensorType {
+            dtype: Some(dtype),
+            shape: Some(shape),
+        }
+    }
+
+    pub fn rank(&self) -> Option<usize> {
+        self.shape.as_ref().map(|s| s.len())
+    }
+
+    /// Static dims when every one is a known number.
+    pub fn static_shape(&self) -> Option<Vec<i64>> {
+        self.shape.as_ref()?.iter().map(|d| match d {
+            Dim::Known(v) => Some(*v),
+            _ => None,
+        }).collect()
+    }
+
+    /// True when both shapes are fully described and provably equal (same numbers, same names).
+    pub fn same_shape_as(&self, other: &TensorType) -> bool {
+        match (&self.shape, &other.shape) {
+            (Some(a), Some(b)) => {
+                a.len() == b.len()
+                    && a.iter().zip(b).all(|(x, y)| x == y && *x != Dim::Unknown)
+            }
+            _ => false,
+        }
+    }
+
+    pub fn from_proto(tp: &TypeProto) -> TensorType {
+        match &tp.value {
+            Some(type_proto::Value::TensorType(t)) => TensorType {
+                dtype: (t.elem_type != 0).then_some(DType(t.elem_type)),
+                shape: t.shape.as_ref().map(|s| {
+                    s.dim
+                        .iter()
+                        .map(|d| match &d.value {
+                            Some(ProtoDim::DimValue(v)) => Dim::Known(*v),
+                            Some(ProtoDim::DimParam(p)) if !p.is_empty() => Dim::Sym(p.clone()),
+                            _ => Dim::Unknown,
+                        })
+                        .collect()
+                }),
+            },
+            _ => TensorType::default(),
+        }
+    }
+
+    pub fn to_proto(&self) -> TypeProto {
+        TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: self.dtype.map(|d| d.0).unwrap_or(0),
+                shape: self.shape.as_ref().map(|s| TensorShapeProto {
+                    dim: s
+                        .iter()
+                        .map(|d| Dimension {
+                            value: match d {
+                                Dim::Known(v) => Some(ProtoDim::DimValue(*v)),
+                                Dim::Sym(p) => Some(ProtoDim::DimParam(p.clone())),
+                                Dim::Unknown => None,
+                            },
+                            denotation: String::new(),
+                        })
+                        .collect(),
+                }),
+            })),
+            denotation: String::new(),
+        }
+    }
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.dtype {
+            Some(d) => write!(f, "{d}")?,
+            None => f.write_str("?")?,
+        }
+        match &self.shape {
+            Some(s) => {
+                let dims: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+                write!(f, "[{}]", dims.join(", "))
+            }
+            None => f.write_str("[?]"),
+        }
+    }
+}

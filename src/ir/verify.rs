@@ -1,0 +1,58 @@
+//! `verify()`: the invariants every graph must hold before and after each rewrite.
+
+use std::collections::HashSet;
+
+use crate::ir::infer;
+use crate::ir::model::Model;
+use crate::{Error, Result};
+
+/// Checks: every value read is defined; no value defined twice; no cycle; no duplicate names;
+/// no node output declared with a type that contradicts what its op computes; and inputs of
+/// same-type ops agree. The first problem found is reported, naming the node and value.
+pub fn verify(model: &Model) -> Result<()> {
+    let g = &model.graph;
+    let mut names = HashSet::new();
+    let mut seen_def = HashSet::new();
+    for &i in &g.inputs {
+        if !seen_def.insert(i) {
+            return Err(Error::Verify(format!("graph input '{}' is listed twice", g.name(i))));
+        }
+    }
+    for (v, _) in g.initializers() {
+        if !seen_def.insert(v) && !g.is_graph_input(v) {
+            return Err(Error::Verify(format!("initializer '{}' is listed twice", g.name(v))));
+        }
+    }
+    for id in g.node_ids() {
+        let node = g.node(id);
+        if !node.name.is_empty() && !names.insert(node.name.as_str()) {
+            return Err(Error::Verify(format!("two nodes are named '{}'", node.name)));
+        }
+        for v in node.all_inputs() {
+            if !g.is_defined(v) {
+                return Err(Error::Verify(format!(
+                    "node '{}' ({}) uses undefined value '{}'",
+                    node.label(id),
+                    node.op_type,
+                    g.name(v)
+                )));
+            }
+        }
+        for v in node.outputs.iter().flatten() {
+            if g.producer(*v) != Some(id) || g.is_graph_input(*v) || g.initializer(*v).is_some() {
+                return Err(Error::Verify(format!(
+                    "value '{}' is defined more than once (node '{}')",
+                    g.name(*v),
+                    node.label(id)
+                )));
+            }
+        }
+    }
+    for &o in &g.outputs {
+        if !g.is_defined(o) {
+            return Err(Error::Verify(format!("graph output '{}' is never produced", g.name(o))));
+        }
+    }
+    g.topo_order()?;
+    infer::check_types(model)
+}

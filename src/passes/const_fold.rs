@@ -1,0 +1,75 @@
+//! Constant folding through the reference kernels: a node whose inputs are all constants is
+//! evaluated once and its outputs become initializers. Constant nodes fold into initializers.
+//! Nodes whose outputs would be large are left alone, so a fold never inflates the model much.
+
+use crate::ir::{Model, NodeId};
+use crate::limits::Limits;
+use crate::onnx::tensor::{from_tensor, to_tensor};
+use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::runtime::reference::{lookup, KernelCtx};
+
+/// Largest folded output, in elements.
+pub const MAX_FOLD_ELEMENTS: usize = 1 << 20;
+
+pub struct ConstantFolding;
+
+impl Rule for ConstantFolding {
+    fn name(&self) -> &'static str {
+        "const_fold"
+    }
+
+    fn propose(&self, model: &Model, id: NodeId) -> Proposal {
+        let g = &model.graph;
+        let node = g.node(id);
+        if !node.implicit_inputs.is_empty() || node.outputs.iter().all(|o| o.is_none()) {
+            return Proposal::NoMatch;
+        }
+        if !node.inputs.iter().flatten().all(|&v| g.constant(v).is_some()) {
+            return Proposal::NoMatch;
+        }
+        let Some(kernel) = lookup(&node.domain, &node.op_type) else {
+            return Proposal::Reject(format!(
+                "all inputs are constant but the reference backend has no {} kernel",
+                node.op_type
+            ));
+        };
+        let limits = Limits::default();
+        let mut args = Vec::with_capacity(node.inputs.len());
+        for v in &node.inputs {
+            match v {
+                None => args.push(None),
+                Some(v) => match to_tensor(g.constant(*v).expect("checked above"), &limits) {
+                    Ok(t) => args.push(Some(t)),
+                    Err(e) => return Proposal::Reject(format!("cannot decode a constant input: {e}")),
+                },
+            }
+        }
+        let refs: Vec<Option<&crate::tensor::Tensor>> = args.iter().map(|a| a.as_ref()).collect();
+        let ctx = KernelCtx {
+            node,
+            opset: model.opset(&node.domain).unwrap_or(1),
+            limits: &limits,
+        };
+        let outs = match kernel(&ctx, &refs) {
+            Ok(o) => o,
+            Err(e) => return Proposal::Reject(format!("evaluation failed: {e}")),
+        };
+        if let Some(big) = outs.iter().find(|t| t.len() > MAX_FOLD_ELEMENTS) {
+            return Proposal::Reject(format!(
+                "output has {} elements, over the {MAX_FOLD_ELEMENTS} folding limit",
+                big.len()
+            ));
+        }
+        let initializers = node
+            .outputs
+            .iter()
+            .zip(&outs)
+            .filter_map(|(slot, t)| slot.map(|v| (v, from_tensor(g.name(v), t))))
+            .collect();
+        Proposal::Rewrite(Patch {
+            remove: vec![id],
+            initializers,
+            ..Default::default()
+        })
+    }
+}

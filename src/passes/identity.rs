@@ -1,0 +1,64 @@
+//! Identity elimination.
+//!
+//! ```text
+//!   x ──► Identity ──► y ──► readers        x ──► readers (now reading x)
+//! ```
+//! When `y` is a graph output its name must survive: then x's producer is re-emitted to write
+//! `y` directly and x's other readers read `y`. Rejected when neither name can go (x is a graph
+//! input, an initializer or another graph output).
+
+use crate::ir::{Model, NodeId};
+use crate::passes::rewrite::{Patch, Proposal, Rule};
+
+pub struct IdentityElimination;
+
+impl Rule for IdentityElimination {
+    fn name(&self) -> &'static str {
+        "identity"
+    }
+
+    fn propose(&self, model: &Model, id: NodeId) -> Proposal {
+        let g = &model.graph;
+        let node = g.node(id);
+        if !node.is("Identity") {
+            return Proposal::NoMatch;
+        }
+        let (Some(x), Some(y)) = (node.input(0), node.output(0)) else {
+            return Proposal::NoMatch;
+        };
+        // An Identity can pass a sequence or optional through; only tensors are known to be safe.
+        if !g.is_graph_output(y) {
+            return Proposal::Rewrite(Patch {
+                remove: vec![id],
+                redirect: vec![(y, x)],
+                ..Default::default()
+            });
+        }
+        let Some(p) = g.producer(x) else {
+            return Proposal::Reject(format!(
+                "output '{}' is a graph output fed directly by graph input or initializer '{}'",
+                g.name(y),
+                g.name(x)
+            ));
+        };
+        if g.is_graph_output(x) {
+            return Proposal::Reject(format!(
+                "both '{}' and '{}' are graph outputs",
+                g.name(x),
+                g.name(y)
+            ));
+        }
+        let mut producer = g.node(p).clone();
+        for slot in producer.outputs.iter_mut() {
+            if *slot == Some(x) {
+                *slot = Some(y);
+            }
+        }
+        Proposal::Rewrite(Patch {
+            remove: vec![id, p],
+            redirect: vec![(x, y)],
+            add: vec![producer],
+            ..Default::default()
+        })
+    }
+}

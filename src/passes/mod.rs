@@ -1,0 +1,47 @@
+//! Graph passes: cleanup rules and fusions, all run by one rewrite engine.
+
+pub mod const_fold;
+pub mod dce;
+pub mod fuse_add_eyelike;
+pub mod identity;
+pub mod matchers;
+pub mod rewrite;
+
+use crate::ir::Model;
+use crate::{Error, Result};
+pub use rewrite::{Engine, Patch, Proposal, Rejection, RewriteEvent, Rule, StopReason, Trace};
+
+/// Every rule, in the order the engine runs them by default.
+pub const ALL_RULES: &[&str] = &["dce", "identity", "const_fold", "add_eyelike"];
+
+/// The rule called `name`.
+pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
+    Some(match name {
+        "dce" => Box::new(dce::DeadNodeElimination),
+        "identity" => Box::new(identity::IdentityElimination),
+        "const_fold" => Box::new(const_fold::ConstantFolding),
+        "add_eyelike" => Box::new(fuse_add_eyelike::FuseAddEyeLike),
+        _ => return None,
+    })
+}
+
+/// Rules by name; an unknown name is an error listing the known ones.
+pub fn rules(names: &[&str]) -> Result<Vec<Box<dyn Rule>>> {
+    names
+        .iter()
+        .map(|n| {
+            rule(n).ok_or_else(|| {
+                Error::Other(format!(
+                    "unknown rule '{n}'; known rules: {}",
+                    ALL_RULES.join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Runs `names` (every rule when empty) to a fixed point.
+pub fn optimize(model: &mut Model, names: &[&str]) -> Result<Trace> {
+    let names = if names.is_empty() { ALL_RULES } else { names };
+    Engine::new(rules(names)?).run(model)
+}

@@ -1,0 +1,206 @@
+//! The rewrite engine. A rule looks at one anchor node and proposes a `Patch` (or rejects the
+//! candidate with a reason); the engine applies patches, sweeps all rules until a sweep changes
+//! nothing or the iteration cap is hit, and records every rewrite and rejection in a trace. The
+//! trace is the single source of truth for reports, the page's highlighting and the tests.
+
+use serde::Serialize;
+
+use crate::ir::verify::verify;
+use crate::ir::{Model, Node, NodeId, ValueId};
+use crate::onnx::proto::TensorProto;
+use crate::{Error, Result};
+
+/// A described change. Applied in this order: remove nodes, redirect values, add initializers,
+/// add nodes, import opsets. Added nodes may produce values that removed nodes produced, which
+/// is how a fused node keeps the replaced pattern's output (name, type, graph-output status).
+#[derive(Clone, Debug, Default)]
+pub struct Patch {
+    pub remove: Vec<NodeId>,
+    /// Every reader of `.0` reads `.1` instead.
+    pub redirect: Vec<(ValueId, ValueId)>,
+    pub initializers: Vec<(ValueId, TensorProto)>,
+    pub add: Vec<Node>,
+    /// (domain, version) the added nodes need imported.
+    pub opsets: Vec<(String, i64)>,
+}
+
+pub enum Proposal {
+    /// The anchor is not a candidate for this rule (no report entry).
+    NoMatch,
+    /// The anchor looked like a candidate but a guard failed; the reason goes in the report.
+    Reject(String),
+    Rewrite(Patch),
+}
+
+pub trait Rule {
+    /// Short stable name, used by `--rules` and in the trace.
+    fn name(&self) -> &'static str;
+    /// Proposes a rewrite anchored at `node`. Must not assume anything about other anchors.
+    fn propose(&self, model: &Model, node: NodeId) -> Proposal;
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeRef {
+    pub name: String,
+    pub op_type: String,
+    pub domain: String,
+}
+
+impl NodeRef {
+    fn of(node: &Node, id: NodeId) -> NodeRef {
+        NodeRef {
+            name: node.label(id),
+            op_type: node.op_type.clone(),
+            domain: node.domain.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RewriteEvent {
+    pub rule: String,
+    pub iteration: usize,
+    pub removed: Vec<NodeRef>,
+    pub added: Vec<NodeRef>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rejection {
+    pub rule: String,
+    /// The anchor node (name, or `Op#id` when unnamed).
+    pub candidate: String,
+    pub op_type: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// A full sweep of every rule changed nothing.
+    FixedPoint,
+    /// The iteration cap was reached while rules still fired.
+    IterationCap,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Trace {
+    pub rewrites: Vec<RewriteEvent>,
+    /// Rejections seen in the final sweep: candidates that are still unfused, and why.
+    pub rejected: Vec<Rejection>,
+    pub iterations: usize,
+    pub stop: StopReason,
+}
+
+pub struct Engine {
+    pub rules: Vec<Box<dyn Rule>>,
+    pub max_iterations: usize,
+    /// Run `verify()` after every rewrite (on in debug and test builds).
+    pub verify_each: bool,
+}
+
+impl Engine {
+    pub fn new(rules: Vec<Box<dyn Rule>>) -> Engine {
+        Engine {
+            rules,
+            max_iterations: 32,
+            verify_each: cfg!(debug_assertions),
+        }
+    }
+
+    pub fn run(&self, model: &mut Model) -> Result<Trace> {
+        let mut rewrites = Vec::new();
+        let mut rejected = Vec::new();
+        let mut iterations = 0;
+        let mut stop = StopReason::IterationCap;
+        while iterations < self.max_iterations {
+            iterations += 1;
+            rejected.clear();
+            let mut changed = false;
+            for rule in &self.rules {
+                for id in model.graph.topo_order()? {
+                    if model.graph.try_node(id).is_none() {
+                        continue;
+                    }
+                    match rule.propose(model, id) {
+                        Proposal::NoMatch => {}
+                        Proposal::Reject(reason) => {
+                            let node = model.graph.node(id);
+                            let r = Rejection {
+                                rule: rule.name().to_string(),
+                                candidate: node.label(id),
+                                op_type: node.op_type.clone(),
+                                reason,
+                            };
+                            if !rejected.contains(&r) {
+                                rejected.push(r);
+                            }
+                        }
+                        Proposal::Rewrite(patch) => {
+                            let event = apply(model, patch, rule.name(), iterations)?;
+                            if self.verify_each {
+                                verify(model).map_err(|e| {
+                                    Error::Other(format!(
+                                        "rule '{}' left an invalid graph: {e}",
+                                        rule.name()
+                                    ))
+                                })?;
+                            }
+                            rewrites.push(event);
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                stop = StopReason::FixedPoint;
+                break;
+            }
+        }
+        model.graph.remove_unused_initializers();
+        Ok(Trace {
+            rewrites,
+            rejected,
+            iterations,
+            stop,
+        })
+    }
+}
+
+/// Applies one patch. Fails (without touching the graph) if it removes a node that is gone.
+pub fn apply(model: &mut Model, patch: Patch, rule: &str, iteration: usize) -> Result<RewriteEvent> {
+    let g = &mut model.graph;
+    if let Some(gone) = patch.remove.iter().find(|&&id| g.try_node(id).is_none()) {
+        return Err(Error::Other(format!(
+            "rule '{rule}' removes node #{} which no longer exists",
+            gone.0
+        )));
+    }
+    let removed: Vec<NodeRef> = patch
+        .remove
+        .iter()
+        .map(|&id| NodeRef::of(g.node(id), id))
+        .collect();
+    for &id in &patch.remove {
+        g.remove_node(id);
+    }
+    for (from, to) in patch.redirect {
+        g.replace_uses(from, to);
+    }
+    for (v, t) in patch.initializers {
+        g.set_initializer(v, t);
+    }
+    let mut added = Vec::new();
+    for node in patch.add {
+        let id = g.add_node(node)?;
+        added.push(NodeRef::of(g.node(id), id));
+    }
+    for (domain, version) in patch.opsets {
+        model.ensure_opset(&domain, version);
+    }
+    Ok(RewriteEvent {
+        rule: rule.to_string(),
+        iteration,
+        removed,
+        added,
+    })
+}
