@@ -6,9 +6,13 @@ pub mod ir;
 pub mod limits;
 pub mod onnx;
 pub mod passes;
+pub mod report;
 pub mod runtime;
 pub mod tensor;
 
 pub use error::{Error, Result};
 pub use limits::Limits;
 pub use tensor::{DType, Tensor};
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod cli;

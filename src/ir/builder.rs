@@ -48,7 +48,9 @@ impl GraphBuilder {
 
     pub fn initializer(&mut self, name: &str, t: &Tensor) -> ValueId {
         let shape = t.shape().iter().map(|&d| Dim::Known(d as i64)).collect();
-        let id = self.graph.new_value(name, TensorType::new(t.dtype(), shape));
+        let id = self
+            .graph
+            .new_value(name, TensorType::new(t.dtype(), shape));
         self.graph
             .set_initializer(id, crate::onnx::tensor::from_tensor(name, t));
         id

@@ -188,7 +188,8 @@ impl Graph {
             })
             .collect();
         let mut it = keep.iter();
-        self.initializers.retain(|_| *it.next().expect("same length"));
+        self.initializers
+            .retain(|_| *it.next().expect("same length"));
         before - self.initializers.len()
     }
 

@@ -89,8 +89,16 @@ pub fn broadcast_dims(a: &[Dim], b: &[Dim]) -> Option<Vec<Dim>> {
     let n = a.len().max(b.len());
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let da = if i + a.len() >= n { &a[i + a.len() - n] } else { &Dim::Known(1) };
-        let db = if i + b.len() >= n { &b[i + b.len() - n] } else { &Dim::Known(1) };
+        let da = if i + a.len() >= n {
+            &a[i + a.len() - n]
+        } else {
+            &Dim::Known(1)
+        };
+        let db = if i + b.len() >= n {
+            &b[i + b.len() - n]
+        } else {
+            &Dim::Known(1)
+        };
         out.push(match (da, db) {
             (Dim::Known(1), d) | (d, Dim::Known(1)) => d.clone(),
             (x, y) if x == y => x.clone(),
@@ -170,7 +178,10 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                 Some((d, s)) => (Some(d), Some(s.into_iter().map(Dim::Known).collect())),
                 None if node.attr("value_float").is_some() => (Some(DType::F32), Some(vec![])),
                 None if node.attr("value_int").is_some() => (Some(DType::I64), Some(vec![])),
-                None => match (node.attr_floats("value_floats"), node.attr_ints("value_ints")) {
+                None => match (
+                    node.attr_floats("value_floats"),
+                    node.attr_ints("value_ints"),
+                ) {
                     (Some(f), _) => (Some(DType::F32), Some(vec![Dim::Known(f.len() as i64)])),
                     (_, Some(i)) => (Some(DType::I64), Some(vec![Dim::Known(i.len() as i64)])),
                     _ => (None, None),
@@ -182,12 +193,18 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
             let x = ty(0);
             let shape = x.shape.as_ref().and_then(|s| {
                 let perm: Vec<usize> = match node.attr_ints("perm") {
-                    Some(p) => p.iter().map(|&a| norm_axis(a, s.len())).collect::<Option<_>>()?,
+                    Some(p) => p
+                        .iter()
+                        .map(|&a| norm_axis(a, s.len()))
+                        .collect::<Option<_>>()?,
                     None => (0..s.len()).rev().collect(),
                 };
                 (perm.len() == s.len()).then(|| perm.iter().map(|&p| s[p].clone()).collect())
             });
-            one(TensorType { dtype: x.dtype, shape })
+            one(TensorType {
+                dtype: x.dtype,
+                shape,
+            })
         }
         "MatMul" => {
             let (a, b) = (ty(0), ty(1));
@@ -201,7 +218,10 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                 }
                 _ => None,
             };
-            one(TensorType { dtype: a.dtype, shape })
+            one(TensorType {
+                dtype: a.dtype,
+                shape,
+            })
         }
         "Gemm" => {
             let (a, b) = (ty(0), ty(1));
@@ -214,7 +234,10 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                 ]),
                 _ => None,
             };
-            one(TensorType { dtype: a.dtype, shape })
+            one(TensorType {
+                dtype: a.dtype,
+                shape,
+            })
         }
         "Reshape" => {
             let x = ty(0);
@@ -241,7 +264,13 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                         .iter()
                         .enumerate()
                         .filter(|(i, _)| *i != pos)
-                        .map(|(_, d)| if let Dim::Known(v) = d { Some(*v) } else { None })
+                        .map(|(_, d)| {
+                            if let Dim::Known(v) = d {
+                                Some(*v)
+                            } else {
+                                None
+                            }
+                        })
                         .product();
                     if let Some(r) = rest.filter(|&r| r > 0) {
                         out[pos] = Dim::Known(total / r);
@@ -249,7 +278,10 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                 }
                 out
             });
-            one(TensorType { dtype: x.dtype, shape })
+            one(TensorType {
+                dtype: x.dtype,
+                shape,
+            })
         }
         "Unsqueeze" | "Squeeze" | "ReduceMean" | "ReduceSum" => {
             let x = ty(0);
@@ -263,13 +295,20 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                     Some(_) => const_ints(g, node.input(1)),
                 }
             } else {
-                Some(node.attr_ints("axes").map(|a| a.to_vec()).unwrap_or_default())
+                Some(
+                    node.attr_ints("axes")
+                        .map(|a| a.to_vec())
+                        .unwrap_or_default(),
+                )
             };
             let shape = match (x.shape.as_ref(), axes) {
                 (Some(s), Some(axes)) => reduce_like_shape(node, s, &axes),
                 _ => None,
             };
-            one(TensorType { dtype: x.dtype, shape })
+            one(TensorType {
+                dtype: x.dtype,
+                shape,
+            })
         }
         "Concat" => {
             let first = ty(0);
@@ -293,7 +332,10 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                 out[ax] = total.map(Dim::Known).unwrap_or(Dim::Unknown);
                 Some(out)
             })();
-            one(TensorType { dtype: first.dtype, shape })
+            one(TensorType {
+                dtype: first.dtype,
+                shape,
+            })
         }
         _ => unknown,
     }
@@ -303,10 +345,19 @@ fn reduce_like_shape(node: &Node, s: &[Dim], axes: &[i64]) -> Option<Vec<Dim>> {
     match node.op_type.as_str() {
         "Unsqueeze" => {
             let rank = s.len() + axes.len();
-            let axes: Vec<usize> = axes.iter().map(|&a| norm_axis(a, rank)).collect::<Option<_>>()?;
+            let axes: Vec<usize> = axes
+                .iter()
+                .map(|&a| norm_axis(a, rank))
+                .collect::<Option<_>>()?;
             let mut it = s.iter();
             (0..rank)
-                .map(|i| if axes.contains(&i) { Some(Dim::Known(1)) } else { it.next().cloned() })
+                .map(|i| {
+                    if axes.contains(&i) {
+                        Some(Dim::Known(1))
+                    } else {
+                        it.next().cloned()
+                    }
+                })
                 .collect()
         }
         "Squeeze" => {
@@ -318,7 +369,10 @@ fn reduce_like_shape(node: &Node, s: &[Dim], axes: &[i64]) -> Option<Vec<Dim>> {
                     .map(|d| matches!(d, Dim::Known(_)).then(|| d.clone()))
                     .collect();
             }
-            let axes: Vec<usize> = axes.iter().map(|&a| norm_axis(a, s.len())).collect::<Option<_>>()?;
+            let axes: Vec<usize> = axes
+                .iter()
+                .map(|&a| norm_axis(a, s.len()))
+                .collect::<Option<_>>()?;
             Some(
                 s.iter()
                     .enumerate()
@@ -336,7 +390,9 @@ fn reduce_like_shape(node: &Node, s: &[Dim], axes: &[i64]) -> Option<Vec<Dim>> {
             let axes: Vec<usize> = if axes.is_empty() {
                 (0..s.len()).collect()
             } else {
-                axes.iter().map(|&a| norm_axis(a, s.len())).collect::<Option<_>>()?
+                axes.iter()
+                    .map(|&a| norm_axis(a, s.len()))
+                    .collect::<Option<_>>()?
             };
             Some(
                 s.iter()

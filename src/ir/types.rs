@@ -53,18 +53,21 @@ impl TensorType {
 
     /// Static dims when every one is a known number.
     pub fn static_shape(&self) -> Option<Vec<i64>> {
-        self.shape.as_ref()?.iter().map(|d| match d {
-            Dim::Known(v) => Some(*v),
-            _ => None,
-        }).collect()
+        self.shape
+            .as_ref()?
+            .iter()
+            .map(|d| match d {
+                Dim::Known(v) => Some(*v),
+                _ => None,
+            })
+            .collect()
     }
 
     /// True when both shapes are fully described and provably equal (same numbers, same names).
     pub fn same_shape_as(&self, other: &TensorType) -> bool {
         match (&self.shape, &other.shape) {
             (Some(a), Some(b)) => {
-                a.len() == b.len()
-                    && a.iter().zip(b).all(|(x, y)| x == y && *x != Dim::Unknown)
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y && *x != Dim::Unknown)
             }
             _ => false,
         }

@@ -15,18 +15,27 @@ pub fn verify(model: &Model) -> Result<()> {
     let mut seen_def = HashSet::new();
     for &i in &g.inputs {
         if !seen_def.insert(i) {
-            return Err(Error::Verify(format!("graph input '{}' is listed twice", g.name(i))));
+            return Err(Error::Verify(format!(
+                "graph input '{}' is listed twice",
+                g.name(i)
+            )));
         }
     }
     for (v, _) in g.initializers() {
         if !seen_def.insert(v) && !g.is_graph_input(v) {
-            return Err(Error::Verify(format!("initializer '{}' is listed twice", g.name(v))));
+            return Err(Error::Verify(format!(
+                "initializer '{}' is listed twice",
+                g.name(v)
+            )));
         }
     }
     for id in g.node_ids() {
         let node = g.node(id);
         if !node.name.is_empty() && !names.insert(node.name.as_str()) {
-            return Err(Error::Verify(format!("two nodes are named '{}'", node.name)));
+            return Err(Error::Verify(format!(
+                "two nodes are named '{}'",
+                node.name
+            )));
         }
         for v in node.all_inputs() {
             if !g.is_defined(v) {
@@ -50,7 +59,10 @@ pub fn verify(model: &Model) -> Result<()> {
     }
     for &o in &g.outputs {
         if !g.is_defined(o) {
-            return Err(Error::Verify(format!("graph output '{}' is never produced", g.name(o))));
+            return Err(Error::Verify(format!(
+                "graph output '{}' is never produced",
+                g.name(o)
+            )));
         }
     }
     g.topo_order()?;

@@ -9,8 +9,7 @@ use crate::ir::types::TensorType;
 use crate::ir::{infer, verify, Graph, Model, Node};
 use crate::limits::Limits;
 use crate::onnx::proto::{
-    AttributeProto, GraphProto, ModelProto, TensorProto,
-    DATA_LOCATION_EXTERNAL,
+    AttributeProto, GraphProto, ModelProto, TensorProto, DATA_LOCATION_EXTERNAL,
 };
 use crate::onnx::tensor::validate;
 use crate::{Error, Result};
@@ -46,7 +45,13 @@ pub fn load_file(path: &Path, limits: &Limits) -> Result<Model> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
     let dir = path
         .parent()
-        .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
         .unwrap_or(Path::new("."))
         .to_path_buf();
     load_bytes(
@@ -154,7 +159,9 @@ fn checked_location(tensor: &str, loc: &str) -> Result<PathBuf> {
             Component::Normal(_) | Component::CurDir => {}
             Component::ParentDir => return Err(bad("uses '..' to leave the model's folder")),
             Component::RootDir | Component::Prefix(_) => {
-                return Err(bad("is absolute; it must be relative to the model's folder"))
+                return Err(bad(
+                    "is absolute; it must be relative to the model's folder",
+                ))
             }
         }
     }
@@ -182,11 +189,16 @@ fn read_external(t: &TensorProto, opts: &LoadOptions) -> Result<Vec<u8>> {
         }
     }
     let loc = location.ok_or_else(|| {
-        Error::invalid(format!("tensor '{}': external data has no location", t.name))
+        Error::invalid(format!(
+            "tensor '{}': external data has no location",
+            t.name
+        ))
     })?;
     let rel = checked_location(&t.name, &loc)?;
     let bits = crate::tensor::DType(t.data_type).bits().unwrap_or(8);
-    let n = opts.limits.check_dims(&format!("tensor '{}'", t.name), &t.dims, bits)?;
+    let n = opts
+        .limits
+        .check_dims(&format!("tensor '{}'", t.name), &t.dims, bits)?;
     let want = (n * bits).div_ceil(8);
     if let Some(len) = length {
         if len != want {
@@ -237,7 +249,8 @@ fn read_range(path: &Path, tensor: &str, loc: &str, offset: u64, len: u64) -> Re
             ctx()
         )));
     }
-    f.seek(SeekFrom::Start(offset)).map_err(|e| Error::io(ctx(), e))?;
+    f.seek(SeekFrom::Start(offset))
+        .map_err(|e| Error::io(ctx(), e))?;
     let mut buf = vec![0u8; len as usize];
     f.read_exact(&mut buf).map_err(|e| Error::io(ctx(), e))?;
     Ok(buf)
@@ -303,9 +316,16 @@ fn build_graph(gp: GraphProto) -> Result<Graph> {
             return Err(Error::invalid("a graph input has no name"));
         }
         if g.find(&vi.name).is_some() {
-            return Err(Error::invalid(format!("graph input '{}' is listed twice", vi.name)));
+            return Err(Error::invalid(format!(
+                "graph input '{}' is listed twice",
+                vi.name
+            )));
         }
-        let ty = vi.r#type.as_ref().map(TensorType::from_proto).unwrap_or_default();
+        let ty = vi
+            .r#type
+            .as_ref()
+            .map(TensorType::from_proto)
+            .unwrap_or_default();
         let id = g.new_value(&vi.name, ty);
         g.value_mut(id).info = Some(vi);
         g.inputs.push(id);
@@ -316,7 +336,10 @@ fn build_graph(gp: GraphProto) -> Result<Graph> {
         }
         let id = g.value_named(&t.name);
         if g.initializer(id).is_some() {
-            return Err(Error::invalid(format!("initializer '{}' is listed twice", t.name)));
+            return Err(Error::invalid(format!(
+                "initializer '{}' is listed twice",
+                t.name
+            )));
         }
         let v = g.value_mut(id);
         if v.ty.dtype.is_none() {
@@ -376,10 +399,17 @@ fn build_graph(gp: GraphProto) -> Result<Graph> {
         }
         let id = g.value_named(&vi.name);
         if g.outputs.contains(&id) {
-            return Err(Error::invalid(format!("graph output '{}' is listed twice", vi.name)));
+            return Err(Error::invalid(format!(
+                "graph output '{}' is listed twice",
+                vi.name
+            )));
         }
         let v = g.value_mut(id);
-        let ty = vi.r#type.as_ref().map(TensorType::from_proto).unwrap_or_default();
+        let ty = vi
+            .r#type
+            .as_ref()
+            .map(TensorType::from_proto)
+            .unwrap_or_default();
         merge_declared(&mut v.ty, ty);
         if v.info.is_none() {
             v.info = Some(vi);
@@ -388,7 +418,11 @@ fn build_graph(gp: GraphProto) -> Result<Graph> {
     }
     for vi in gp.value_info {
         let id = g.value_named(&vi.name);
-        let ty = vi.r#type.as_ref().map(TensorType::from_proto).unwrap_or_default();
+        let ty = vi
+            .r#type
+            .as_ref()
+            .map(TensorType::from_proto)
+            .unwrap_or_default();
         merge_declared(&mut g.value_mut(id).ty, ty);
         g.value_info.push((id, vi));
     }

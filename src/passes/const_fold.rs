@@ -24,7 +24,12 @@ impl Rule for ConstantFolding {
         if !node.implicit_inputs.is_empty() || node.outputs.iter().all(|o| o.is_none()) {
             return Proposal::NoMatch;
         }
-        if !node.inputs.iter().flatten().all(|&v| g.constant(v).is_some()) {
+        if !node
+            .inputs
+            .iter()
+            .flatten()
+            .all(|&v| g.constant(v).is_some())
+        {
             return Proposal::NoMatch;
         }
         let Some(kernel) = lookup(&node.domain, &node.op_type) else {
@@ -40,7 +45,9 @@ impl Rule for ConstantFolding {
                 None => args.push(None),
                 Some(v) => match to_tensor(g.constant(*v).expect("checked above"), &limits) {
                     Ok(t) => args.push(Some(t)),
-                    Err(e) => return Proposal::Reject(format!("cannot decode a constant input: {e}")),
+                    Err(e) => {
+                        return Proposal::Reject(format!("cannot decode a constant input: {e}"))
+                    }
                 },
             }
         }

@@ -167,7 +167,12 @@ impl Engine {
 }
 
 /// Applies one patch. Fails (without touching the graph) if it removes a node that is gone.
-pub fn apply(model: &mut Model, patch: Patch, rule: &str, iteration: usize) -> Result<RewriteEvent> {
+pub fn apply(
+    model: &mut Model,
+    patch: Patch,
+    rule: &str,
+    iteration: usize,
+) -> Result<RewriteEvent> {
     let g = &mut model.graph;
     if let Some(gone) = patch.remove.iter().find(|&&id| g.try_node(id).is_none()) {
         return Err(Error::Other(format!(

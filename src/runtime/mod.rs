@@ -1,3 +1,5 @@
-//! Backends that execute a graph.
+//! Backends that execute a graph, and what both sides of a comparison need.
 
+pub mod inputs;
+pub mod parity;
 pub mod reference;

@@ -49,15 +49,16 @@ impl<'m> Executor<'m> {
         let mut steps = Vec::with_capacity(order.len());
         for &id in &order {
             let node = g.node(id);
-            let kernel = lookup(&node.domain, &node.op_type).ok_or_else(|| Error::UnsupportedOp {
-                op_type: node.op_type.clone(),
-                domain: if node.domain.is_empty() {
-                    "ai.onnx".into()
-                } else {
-                    node.domain.clone()
-                },
-                node: node.label(id),
-            })?;
+            let kernel =
+                lookup(&node.domain, &node.op_type).ok_or_else(|| Error::UnsupportedOp {
+                    op_type: node.op_type.clone(),
+                    domain: if node.domain.is_empty() {
+                        "ai.onnx".into()
+                    } else {
+                        node.domain.clone()
+                    },
+                    node: node.label(id),
+                })?;
             if !node.implicit_inputs.is_empty() {
                 return Err(Error::UnsupportedOp {
                     op_type: format!("{} with subgraphs", node.op_type),
@@ -122,7 +123,10 @@ impl<'m> Executor<'m> {
                 }
             }
         }
-        if let Some(extra) = inputs.keys().find(|k| g.find(k).is_none_or(|v| !g.is_graph_input(v))) {
+        if let Some(extra) = inputs
+            .keys()
+            .find(|k| g.find(k).is_none_or(|v| !g.is_graph_input(v)))
+        {
             return Err(Error::Input {
                 name: extra.clone(),
                 message: "is not an input of this graph".into(),

@@ -1,0 +1,406 @@
+//! The native command line: inspect, optimize, run, bench. Errors exit 2 with one message;
+//! a failed parity check exits 1.
+
+mod bench;
+mod npy;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use crate::ir::Model;
+use crate::limits::Limits;
+use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
+use crate::runtime::parity::{compare, DEFAULT_TOLERANCE};
+use crate::runtime::reference::Executor;
+use crate::tensor::Tensor;
+use crate::{onnx, passes, report, Error, Result};
+
+#[derive(Parser)]
+#[command(
+    name = "fuselab",
+    version,
+    about = "ONNX graph optimizer: fuse adjacent operators, check parity, benchmark"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show opsets, inputs and outputs, node count, op histogram and initializer bytes.
+    Inspect {
+        model: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run the passes, check outputs of original vs optimized, write the optimized model.
+    Optimize {
+        model: PathBuf,
+        /// Where to write the optimized model.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Write the optimization report (JSON) here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Comma-separated rules to run (default: all). Known: dce, identity, const_fold, add_eyelike.
+        #[arg(long, value_delimiter = ',')]
+        rules: Vec<String>,
+        /// Skip the parity check (needed for models the reference backend cannot run).
+        #[arg(long)]
+        no_parity: bool,
+        /// Largest max-abs-diff accepted by the parity check.
+        #[arg(long, default_value_t = DEFAULT_TOLERANCE)]
+        tolerance: f64,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Run a model on the reference backend; write each output as DIR/NAME.npy.
+    Run {
+        model: PathBuf,
+        /// NAME=FILE.npy; inputs not given get seeded random values.
+        #[arg(long = "input", value_name = "NAME=FILE.npy")]
+        inputs: Vec<String>,
+        /// Folder for the outputs.
+        #[arg(long, default_value = "out")]
+        out: PathBuf,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Time the original and the optimized graph, interleaved, on the same inputs.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Args, Clone)]
+pub(crate) struct Common {
+    /// Largest tensor, in bytes, that loading or running may allocate.
+    #[arg(long, default_value_t = crate::limits::DEFAULT_MAX_TENSOR_BYTES)]
+    max_tensor_bytes: u64,
+}
+
+#[derive(Args, Clone)]
+pub(crate) struct RunArgs {
+    /// Size of a symbolic dim, NAME=VALUE (repeatable). Unset symbolic dims are 8.
+    #[arg(long = "dim", value_name = "NAME=VALUE")]
+    dims: Vec<String>,
+    /// Seed for random inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    common: Common,
+}
+
+impl Common {
+    fn limits(&self) -> Limits {
+        Limits {
+            max_tensor_bytes: self.max_tensor_bytes,
+        }
+    }
+}
+
+impl RunArgs {
+    fn dims(&self) -> Result<HashMap<String, usize>> {
+        self.dims
+            .iter()
+            .map(|d| {
+                let (k, v) = split_pair(d, "--dim")?;
+                let n = v.parse::<usize>().map_err(|_| {
+                    Error::Other(format!("--dim {d}: '{v}' is not a non-negative integer"))
+                })?;
+                Ok((k.to_string(), n))
+            })
+            .collect()
+    }
+}
+
+fn split_pair<'a>(s: &'a str, flag: &str) -> Result<(&'a str, &'a str)> {
+    s.split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| Error::Other(format!("{flag} '{s}': expected NAME=VALUE")))
+}
+
+pub(crate) fn load(path: &Path, limits: &Limits) -> Result<Model> {
+    onnx::load_file(path, limits)
+}
+
+pub(crate) fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fuselab: error: {e}");
+            2
+        }
+    }
+}
+
+fn dispatch(cmd: Command) -> Result<i32> {
+    match cmd {
+        Command::Inspect {
+            model,
+            json,
+            common,
+        } => inspect(&model, json, &common.limits()),
+        Command::Optimize {
+            model,
+            output,
+            report,
+            rules,
+            no_parity,
+            tolerance,
+            run,
+        } => optimize(
+            &model,
+            &output,
+            report.as_deref(),
+            &rules,
+            no_parity,
+            tolerance,
+            &run,
+        ),
+        Command::Run {
+            model,
+            inputs,
+            out,
+            run,
+        } => run_model(&model, &inputs, &out, &run),
+        Command::Bench(args) => bench::bench(&args),
+    }
+}
+
+#[derive(Serialize)]
+struct IoInfo {
+    name: String,
+    #[serde(rename = "type")]
+    ty: String,
+}
+
+#[derive(Serialize)]
+struct Inspection {
+    ir_version: i64,
+    producer: String,
+    opsets: BTreeMap<String, i64>,
+    inputs: Vec<IoInfo>,
+    outputs: Vec<IoInfo>,
+    nodes: usize,
+    ops: BTreeMap<String, usize>,
+    initializers: usize,
+    initializer_bytes: usize,
+}
+
+fn inspect(path: &Path, json: bool, limits: &Limits) -> Result<i32> {
+    let m = load(path, limits)?;
+    let g = &m.graph;
+    let io = |ids: &[crate::ir::ValueId]| -> Vec<IoInfo> {
+        ids.iter()
+            .filter(|&&v| g.initializer(v).is_none())
+            .map(|&v| IoInfo {
+                name: g.name(v).to_string(),
+                ty: g.value(v).ty.to_string(),
+            })
+            .collect()
+    };
+    let info = Inspection {
+        ir_version: m.proto.ir_version,
+        producer: format!("{} {}", m.proto.producer_name, m.proto.producer_version)
+            .trim()
+            .to_string(),
+        opsets: m
+            .proto
+            .opset_import
+            .iter()
+            .map(|o| {
+                let d = if o.domain.is_empty() {
+                    "ai.onnx"
+                } else {
+                    &o.domain
+                };
+                (d.to_string(), o.version)
+            })
+            .collect(),
+        inputs: io(&g.inputs),
+        outputs: io(&g.outputs),
+        nodes: g.node_count(),
+        ops: report::op_histogram(&m),
+        initializers: g.initializers().count(),
+        initializer_bytes: g
+            .initializers()
+            .map(|(_, t)| {
+                t.raw_data.len()
+                    + 4 * (t.float_data.len() + t.int32_data.len())
+                    + 8 * (t.int64_data.len() + t.double_data.len() + t.uint64_data.len())
+            })
+            .sum(),
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&info).expect("serializable")
+        );
+        return Ok(0);
+    }
+    println!(
+        "model: {} (ir_version {}, {})",
+        path.display(),
+        info.ir_version,
+        info.producer
+    );
+    let opsets: Vec<String> = info
+        .opsets
+        .iter()
+        .map(|(d, v)| format!("{d} {v}"))
+        .collect();
+    println!("opsets: {}", opsets.join(", "));
+    for (label, list) in [("input", &info.inputs), ("output", &info.outputs)] {
+        for v in list {
+            println!("{label}: {} {}", v.name, v.ty);
+        }
+    }
+    println!("nodes: {}", info.nodes);
+    for (op, n) in &info.ops {
+        println!("  {op:<28} {n}");
+    }
+    println!(
+        "initializers: {} ({} bytes)",
+        info.initializers, info.initializer_bytes
+    );
+    Ok(0)
+}
+
+/// Runs `model` on the reference backend on `inputs`.
+pub(crate) fn execute(
+    model: &Model,
+    inputs: &HashMap<String, Tensor>,
+    limits: &Limits,
+) -> Result<Vec<(String, Tensor)>> {
+    Executor::new(model, limits)?.run(inputs)
+}
+
+fn optimize(
+    path: &Path,
+    output: &Path,
+    report_path: Option<&Path>,
+    rules: &[String],
+    no_parity: bool,
+    tolerance: f64,
+    run: &RunArgs,
+) -> Result<i32> {
+    let limits = run.common.limits();
+    let dims = run.dims()?;
+    let original = load(path, &limits)?;
+    let mut optimized = original.clone();
+    let names: Vec<&str> = rules.iter().map(|s| s.as_str()).collect();
+    let t0 = Instant::now();
+    let trace = passes::optimize(&mut optimized, &names)?;
+    let optimize_ms = ms(t0);
+    let parity = if no_parity {
+        None
+    } else {
+        let inputs = random_inputs(&original, &HashMap::new(), &dims, run.seed, &limits)?;
+        let a = execute(&original, &inputs, &limits).map_err(|e| {
+            Error::Other(format!(
+                "parity check: original model: {e} (use --no-parity to skip)"
+            ))
+        })?;
+        let b = execute(&optimized, &inputs, &limits)
+            .map_err(|e| Error::Other(format!("parity check: optimized model: {e}")))?;
+        Some(compare(&a, &b, tolerance))
+    };
+    let mut rep = report::build(&original, &optimized, trace, parity);
+    rep.optimize_ms = optimize_ms;
+    rep.dims = symbolic_dims_used(&original, &dims);
+    onnx::save_file(&optimized, output)?;
+    if let Some(p) = report_path {
+        let text = serde_json::to_string_pretty(&rep).expect("serializable");
+        std::fs::write(p, text).map_err(|e| Error::io(p.display(), e))?;
+    }
+    let fused: Vec<String> = rep
+        .fusions
+        .iter()
+        .map(|(k, v)| format!("{k} x{v}"))
+        .collect();
+    println!(
+        "{}: {} -> {} nodes{} in {:.1} ms; wrote {}",
+        path.display(),
+        rep.nodes_before,
+        rep.nodes_after,
+        if fused.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", fused.join(", "))
+        },
+        optimize_ms,
+        output.display()
+    );
+    for r in &rep.rejected {
+        println!("  not fused: {} at '{}': {}", r.rule, r.candidate, r.reason);
+    }
+    match &rep.parity {
+        None => println!("parity: skipped (--no-parity)"),
+        Some(p) => {
+            println!(
+                "parity: max |diff| = {:e} (tolerance {:e}) {}",
+                p.max_abs_diff,
+                p.tolerance,
+                if p.ok { "ok" } else { "FAILED" }
+            );
+            if !p.ok {
+                eprintln!(
+                    "fuselab: parity check failed: optimized outputs differ from the original"
+                );
+                return Ok(1);
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// The size each symbolic input dim got (given or default), for the report.
+fn symbolic_dims_used(m: &Model, given: &HashMap<String, usize>) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for &i in &m.graph.inputs {
+        for d in m.graph.value(i).ty.shape.iter().flatten() {
+            if let crate::ir::Dim::Sym(s) = d {
+                out.insert(s.clone(), given.get(s).copied().unwrap_or(DEFAULT_DIM));
+            }
+        }
+    }
+    out
+}
+
+fn run_model(path: &Path, inputs: &[String], out: &Path, run: &RunArgs) -> Result<i32> {
+    let limits = run.common.limits();
+    let model = load(path, &limits)?;
+    let mut given = HashMap::new();
+    for spec in inputs {
+        let (name, file) = split_pair(spec, "--input")?;
+        given.insert(name.to_string(), npy::read(Path::new(file))?);
+    }
+    let inputs = random_inputs(&model, &given, &run.dims()?, run.seed, &limits)?;
+    let outputs = execute(&model, &inputs, &limits)?;
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out.display(), e))?;
+    for (name, t) in &outputs {
+        let file = out.join(format!("{}.npy", npy::file_stem(name)));
+        npy::write(&file, t)?;
+        println!(
+            "{} {:?} {} -> {}",
+            name,
+            t.shape(),
+            t.dtype(),
+            file.display()
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,83 @@
+//! The optimization report (REPORT.json, the page's panel): counts before and after, the rewrite
+//! trace, rejected candidates, parity. Built from the trace only.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Serialize;
+
+use crate::ir::Model;
+use crate::passes::{Rejection, RewriteEvent, StopReason, Trace};
+use crate::runtime::parity::ParityReport;
+
+/// Rules that clean up rather than fuse; their added nodes are not counted as fusions.
+pub const CLEANUP_RULES: &[&str] = &["dce", "identity", "const_fold"];
+
+#[derive(Clone, Debug, Serialize)]
+pub struct OptimizeReport {
+    pub nodes_before: usize,
+    pub nodes_after: usize,
+    pub ops_before: BTreeMap<String, usize>,
+    pub ops_after: BTreeMap<String, usize>,
+    /// Fused op type → number of fused nodes in the optimized graph.
+    pub fusions: BTreeMap<String, usize>,
+    pub rewrites: Vec<RewriteEvent>,
+    pub rejected: Vec<Rejection>,
+    pub iterations: usize,
+    pub stop: StopReason,
+    /// None when the check was skipped (`--no-parity`).
+    pub parity: Option<ParityReport>,
+    /// Dims used for the parity inputs.
+    pub dims: BTreeMap<String, usize>,
+    pub optimize_ms: f64,
+}
+
+/// Op type → node count.
+pub fn op_histogram(model: &Model) -> BTreeMap<String, usize> {
+    let g = &model.graph;
+    let mut h = BTreeMap::new();
+    for id in g.node_ids() {
+        *h.entry(g.node(id).op_type.clone()).or_insert(0) += 1;
+    }
+    h
+}
+
+/// Nodes added by fusion rules that are still in the graph, by op type.
+pub fn fusion_counts(after: &Model, trace: &Trace) -> BTreeMap<String, usize> {
+    let added: HashSet<&str> = trace
+        .rewrites
+        .iter()
+        .filter(|e| !CLEANUP_RULES.contains(&e.rule.as_str()))
+        .flat_map(|e| e.added.iter().map(|n| n.name.as_str()))
+        .collect();
+    let g = &after.graph;
+    let mut h = BTreeMap::new();
+    for id in g.node_ids() {
+        let n = g.node(id);
+        if added.contains(n.label(id).as_str()) {
+            *h.entry(n.op_type.clone()).or_insert(0) += 1;
+        }
+    }
+    h
+}
+
+pub fn build(
+    before: &Model,
+    after: &Model,
+    trace: Trace,
+    parity: Option<ParityReport>,
+) -> OptimizeReport {
+    OptimizeReport {
+        nodes_before: before.graph.node_count(),
+        nodes_after: after.graph.node_count(),
+        ops_before: op_histogram(before),
+        ops_after: op_histogram(after),
+        fusions: fusion_counts(after, &trace),
+        iterations: trace.iterations,
+        stop: trace.stop,
+        rewrites: trace.rewrites,
+        rejected: trace.rejected,
+        parity,
+        dims: BTreeMap::new(),
+        optimize_ms: 0.0,
+    }
+}

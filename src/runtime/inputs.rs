@@ -1,0 +1,99 @@
+//! Seeded random inputs for parity checks and benchmarks, sized from declared shapes.
+
+use std::collections::HashMap;
+
+use ndarray::{ArrayD, IxDyn};
+
+use crate::ir::{Dim, Model};
+use crate::limits::Limits;
+use crate::tensor::{DType, Tensor};
+use crate::{Error, Result};
+
+/// Size used for a symbolic or unknown dim that `--dim` does not set.
+pub const DEFAULT_DIM: usize = 8;
+
+/// SplitMix64: tiny, seedable, identical on every platform (native and wasm).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn next_f32(&mut self) -> f32 {
+        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+/// Concrete dims for an input: known dims as declared, symbolic ones from `dims` (by name) or
+/// `DEFAULT_DIM`.
+pub fn concrete_shape(shape: &[Dim], dims: &HashMap<String, usize>) -> Vec<usize> {
+    shape
+        .iter()
+        .map(|d| match d {
+            Dim::Known(v) => (*v).max(0) as usize,
+            Dim::Sym(s) => dims.get(s).copied().unwrap_or(DEFAULT_DIM),
+            Dim::Unknown => DEFAULT_DIM,
+        })
+        .collect()
+}
+
+/// Random values for every graph input that has no initializer and is not in `given`.
+/// Floats are uniform in [-1, 1); integers in [0, 8) (safe as indices); bools fair coins.
+pub fn random_inputs(
+    model: &Model,
+    given: &HashMap<String, Tensor>,
+    dims: &HashMap<String, usize>,
+    seed: u64,
+    limits: &Limits,
+) -> Result<HashMap<String, Tensor>> {
+    let g = &model.graph;
+    let mut rng = Rng::new(seed);
+    let mut out = given.clone();
+    for &id in &g.inputs {
+        let v = g.value(id);
+        if given.contains_key(&v.name) || g.initializer(id).is_some() {
+            continue;
+        }
+        let shape = concrete_shape(v.ty.shape.as_deref().unwrap_or(&[]), dims);
+        let dtype = v.ty.dtype.ok_or_else(|| Error::Input {
+            name: v.name.clone(),
+            message: "has no declared element type; pass it with --input".into(),
+        })?;
+        let bits = dtype.bits().unwrap_or(8);
+        let as_i64: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        let n = limits.check_dims(&format!("input '{}'", v.name), &as_i64, bits)? as usize;
+        let ix = IxDyn(&shape);
+        let t = match dtype {
+            DType::F32 => Tensor::F32(ArrayD::from_shape_simple_fn(ix, || rng.next_f32())),
+            DType::F64 => Tensor::F64(ArrayD::from_shape_simple_fn(ix, || rng.next_f32() as f64)),
+            DType::I64 => Tensor::I64(ArrayD::from_shape_simple_fn(ix, || {
+                (rng.next_u64() % 8) as i64
+            })),
+            DType::I32 => Tensor::I32(ArrayD::from_shape_simple_fn(ix, || {
+                (rng.next_u64() % 8) as i32
+            })),
+            DType::BOOL => {
+                Tensor::Bool(ArrayD::from_shape_simple_fn(ix, || rng.next_u64() & 1 == 1))
+            }
+            other => {
+                return Err(Error::Input {
+                    name: v.name.clone(),
+                    message: format!("cannot generate random {other} data"),
+                })
+            }
+        };
+        debug_assert_eq!(t.len(), n);
+        out.insert(v.name.clone(), t);
+    }
+    Ok(out)
+}
