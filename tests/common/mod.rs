@@ -1,0 +1,95 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use fuselab::ir::builder::{sym, GraphBuilder};
+use fuselab::ir::{attr, Model};
+use fuselab::runtime::inputs::random_inputs;
+use fuselab::runtime::parity::{compare, ParityReport};
+use fuselab::runtime::reference::Executor;
+use fuselab::{DType, Limits};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `Y = Add(EyeLike(X, k), X)` with X f32 [N, N], as in examples/eyelike_add.onnx.
+pub fn eyelike_add(k: Option<i64>) -> Model {
+    let mut b = GraphBuilder::new("eyelike_add", 17);
+    let x = b.input("X", DType::F32, vec![sym("N"), sym("N")]);
+    let attrs = k.map(|k| vec![attr::int("k", k)]).unwrap_or_default();
+    let e = b.op("EyeLike", &[x], attrs);
+    let y = b.op("Add", &[e, x], vec![]);
+    b.output(y, "Y");
+    b.build()
+}
+
+/// Runs both models on the same seeded inputs and compares every output.
+pub fn parity(a: &Model, b: &Model, dims: &[(&str, usize)]) -> ParityReport {
+    let limits = Limits::default();
+    let dims: HashMap<String, usize> = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let inputs = random_inputs(a, &HashMap::new(), &dims, 7, &limits).expect("inputs");
+    let ra = Executor::new(a, &limits).expect("plan a").run(&inputs).expect("run a");
+    let rb = Executor::new(b, &limits).expect("plan b").run(&inputs).expect("run b");
+    compare(&ra, &rb, 0.0)
+}
+
+/// op_type → count.
+pub fn ops(m: &Model) -> Vec<(String, usize)> {
+    fuselab::report::op_histogram(m).into_iter().collect()
+}
+
+/// The installed `onnx` wheel (its backend test data is part of our corpus). From
+/// `FUSELAB_ONNX_DIR`, else the repo's `.venv`. Panics with the fix when it is missing.
+pub fn onnx_wheel() -> PathBuf {
+    if let Ok(d) = std::env::var("FUSELAB_ONNX_DIR") {
+        return PathBuf::from(d);
+    }
+    let lib = repo().join(".venv/lib");
+    let found = std::fs::read_dir(&lib).ok().and_then(|rd| {
+        rd.flatten()
+            .map(|e| e.path().join("site-packages/onnx"))
+            .find(|p| p.is_dir())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "the onnx wheel was not found under {}: run `bash .ci/run` (or create .venv from \
+             scripts/requirements.txt), or set FUSELAB_ONNX_DIR",
+            lib.display()
+        )
+    })
+}
+
+/// The regenerated ONNX node-test corpus (scripts/gen_node_tests.py). Panics with the fix.
+pub fn node_corpus() -> PathBuf {
+    let d = std::env::var("FUSELAB_NODE_TESTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo().join("tests/data/node"));
+    assert!(
+        d.join("MANIFEST.json").is_file(),
+        "node-test corpus missing at {}: run `.venv/bin/python scripts/gen_node_tests.py`",
+        d.display()
+    );
+    d
+}
+
+/// Every `.onnx` file under `dir`, recursively, sorted.
+pub fn onnx_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "onnx") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
