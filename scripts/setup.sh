@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what fuselab's build and tests need and is missing: the wasm32 rustup target,
+# wasm-bindgen-cli at the exact wasm-bindgen version in Cargo.lock (when the crate uses it),
+# a Python venv (.venv) with the pinned onnx/onnxruntime/numpy/pytest, and the regenerated ONNX
+# node-test corpus. Idempotent: each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
+
+if ! command -v cargo >/dev/null; then
+  echo "setup: cargo not found; this machine kind ships Rust via rustup" >&2
+  exit 1
+fi
+
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  log "adding rustup target wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# wasm-bindgen-cli must equal the wasm-bindgen crate version in Cargo.lock exactly.
+wb=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/, ""); print; exit}' Cargo.lock 2>/dev/null || true)
+if [ -n "$wb" ]; then
+  have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+  if [ "$have" != "$wb" ]; then
+    log "installing wasm-bindgen-cli $wb (a few minutes)"
+    # No --locked: the CLI's own lockfile pins a crate version this registry does not serve.
+    cargo install wasm-bindgen-cli --version "$wb"
+  fi
+fi
+
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  log "installing python3-venv"
+  apt-get update -qq && apt-get install -y -qq python3-venv
+fi
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import onnx, onnxruntime, numpy, pytest' 2>/dev/null; then
+  log "creating .venv with scripts/requirements.txt"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt
+fi
+
+if [ ! -f tests/data/node/MANIFEST.json ]; then
+  log "regenerating the ONNX node-test corpus"
+  .venv/bin/python scripts/gen_node_tests.py tests/data/node
+fi

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Every check fuselab has: format, lints, native and wasm builds, Rust tests (unit, integration,
+# ONNX conformance), and the Python client suite against onnxruntime. Run scripts/setup.sh first
+# (.ci/run does both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+
+step "cargo fmt --check"
+cargo fmt --check
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+step "wasm build (wasm32-unknown-unknown, lib)"
+cargo build --lib --release --target wasm32-unknown-unknown
+step "cargo test"
+cargo test
+step "release CLI for the Python client tests"
+cargo build --release --bin fuselab
+step "pytest (onnx.checker + onnxruntime as the client)"
+FUSELAB_BIN="$PWD/target/release/fuselab" .venv/bin/python -m pytest -q tests/python
