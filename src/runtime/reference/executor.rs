@@ -186,15 +186,30 @@ impl<'m> Executor<'m> {
                 }
             }
         }
-        g.outputs
-            .iter()
-            .map(|&o| {
-                let t = slots[o.0 as usize].get().cloned().ok_or_else(|| {
-                    Error::Other(format!("graph output '{}' was not computed", g.name(o)))
-                })?;
-                Ok((g.name(o).to_string(), t))
-            })
-            .collect()
+        // Outputs are moved out, not copied (a graph output listed twice is cloned once).
+        let mut result = Vec::with_capacity(g.outputs.len());
+        for (i, &o) in g.outputs.iter().enumerate() {
+            let listed_again = g.outputs[i + 1..].contains(&o);
+            let t = match std::mem::replace(&mut slots[o.0 as usize], Slot::Empty) {
+                Slot::Owned(t) if listed_again => {
+                    slots[o.0 as usize] = Slot::Owned(t.clone());
+                    t
+                }
+                Slot::Owned(t) => t,
+                Slot::Borrowed(t) => {
+                    slots[o.0 as usize] = Slot::Borrowed(t);
+                    t.clone()
+                }
+                Slot::Empty => {
+                    return Err(Error::Other(format!(
+                        "graph output '{}' was not computed",
+                        g.name(o)
+                    )))
+                }
+            };
+            result.push((g.name(o).to_string(), t));
+        }
+        Ok(result)
     }
 }
 
