@@ -12,6 +12,8 @@ use crate::tensor::Tensor;
 /// A binary arithmetic op over one numeric type (both inputs have the same type: spec's `T`).
 trait BinOp {
     const NAME: &'static str;
+    /// Integer division by zero has no value: reject it before computing.
+    const REJECT_INT_ZERO_DIVISOR: bool = false;
     fn apply<T: Num>(a: T, b: T) -> T;
 }
 
@@ -45,6 +47,7 @@ impl BinOp for MulOp {
 struct DivOp;
 impl BinOp for DivOp {
     const NAME: &'static str = "Div";
+    const REJECT_INT_ZERO_DIVISOR: bool = true;
     #[inline(always)]
     fn apply<T: Num>(a: T, b: T) -> T {
         a.wdiv(b)
@@ -56,8 +59,8 @@ fn arith_typed<O: BinOp, T: Num>(
     a: &ArrayD<T>,
     b: &ArrayD<T>,
 ) -> Result<ArrayD<T>, String> {
-    // Integer division by zero has no value; every divisor element is used unless `a` is empty.
-    if T::IS_INT && O::NAME == "Div" && !a.is_empty() && b.iter().any(|&v| v == T::ZERO) {
+    // Every divisor element is used unless `a` is empty.
+    if O::REJECT_INT_ZERO_DIVISOR && T::IS_INT && !a.is_empty() && b.iter().any(|&v| v == T::ZERO) {
         return Err(format!("{}: integer division by zero", O::NAME));
     }
     binary_map(ctx, O::NAME, a, b, O::apply::<T>)

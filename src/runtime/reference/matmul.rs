@@ -259,9 +259,11 @@ fn gemm_typed<T: MatElem>(
     }
     check_out(ctx, OP, &[m, n], (std::mem::size_of::<T>() * 8) as u64)?;
     let mut y = Array2::from_elem((m, n), T::ZERO);
+    if let Some(c) = c {
+        check_unidirectional(OP, "C", c.shape(), &[m, n])?;
+    }
     // The reference implementation skips C when beta is 0, so a NaN in C does not leak through.
     if let Some(c) = c.filter(|_| p.beta != 0.0) {
-        check_unidirectional(OP, "C", c.shape(), &[m, n])?;
         let cv = c.broadcast(IxDyn(&[m, n])).ok_or_else(|| {
             format!(
                 "{OP}: C of shape {:?} cannot be broadcast to [{m}, {n}]",
@@ -401,6 +403,18 @@ mod tests {
         let ci = i32s(&[1], &[5]);
         let y = run_at(gemm, &n, 13, &[Some(&ai), Some(&bi), Some(&ci)]).unwrap();
         assert_eq!(y[0], i32s(&[1, 1], &[16]));
+    }
+
+    #[test]
+    fn gemm_beta_zero_ignores_c_values() {
+        let a = f32s(&[1, 1], &[2.]);
+        let c = f32s(&[1], &[f32::NAN]);
+        let n = gemm_node(1.5, 0.0, 0, 0);
+        let y = run_at(gemm, &n, 13, &[Some(&a), Some(&a), Some(&c)]).unwrap();
+        assert_eq!(y[0], f32s(&[1, 1], &[6.]));
+        // but C's shape is still checked
+        let c = f32s(&[2], &[0., 0.]);
+        assert!(run_at(gemm, &n, 13, &[Some(&a), Some(&a), Some(&c)]).is_err());
     }
 
     #[test]
