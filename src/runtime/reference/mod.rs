@@ -3,6 +3,14 @@
 //! A kernel is a plain function from its node (attributes), the opset version of its domain and
 //! its input tensors to its output tensors. Kernels read inputs as views and never mutate them.
 
+mod broadcast;
+mod common;
+mod elementwise;
+mod eyelike;
+mod matmul;
+mod reduce;
+mod shape_ops;
+
 use crate::ir::Node;
 use crate::limits::Limits;
 use crate::tensor::Tensor;
@@ -21,11 +29,83 @@ pub type KernelResult = Result<Vec<Tensor>, String>;
 /// `inputs[i]` is `None` for an omitted optional input.
 pub type Kernel = fn(&KernelCtx, &[Option<&Tensor>]) -> KernelResult;
 
+/// Domain of the fused operators this crate defines.
+pub const FUSELAB_DOMAIN: &str = "ai.fuselab";
+
+/// Every kernel: (domain, op_type, kernel). "" is the default ONNX domain.
+const KERNELS: &[(&str, &str, Kernel)] = &[
+    ("", "Abs", elementwise::abs),
+    ("", "Add", elementwise::add),
+    ("", "Cast", shape_ops::cast),
+    ("", "Concat", shape_ops::concat),
+    ("", "Constant", shape_ops::constant),
+    ("", "Div", elementwise::div),
+    ("", "Erf", elementwise::erf),
+    ("", "Exp", elementwise::exp),
+    ("", "EyeLike", eyelike::eye_like),
+    ("", "Gemm", matmul::gemm),
+    ("", "Identity", shape_ops::identity),
+    ("", "Log", elementwise::log),
+    ("", "MatMul", matmul::matmul),
+    ("", "Mul", elementwise::mul),
+    ("", "Neg", elementwise::neg),
+    ("", "Pow", elementwise::pow),
+    ("", "ReduceMean", reduce::reduce_mean),
+    ("", "ReduceSum", reduce::reduce_sum),
+    ("", "Relu", elementwise::relu),
+    ("", "Reshape", shape_ops::reshape),
+    ("", "Shape", shape_ops::shape),
+    ("", "Sigmoid", elementwise::sigmoid),
+    ("", "Softmax", reduce::softmax),
+    ("", "Sqrt", elementwise::sqrt),
+    ("", "Squeeze", shape_ops::squeeze),
+    ("", "Sub", elementwise::sub),
+    ("", "Tanh", elementwise::tanh),
+    ("", "Transpose", shape_ops::transpose),
+    ("", "Unsqueeze", shape_ops::unsqueeze),
+    (FUSELAB_DOMAIN, "AddEyeLike", eyelike::add_eye_like),
+];
+
+const SUPPORTED: &[(&str, &str)] = &{
+    let mut out = [("", ""); KERNELS.len()];
+    let mut i = 0;
+    while i < KERNELS.len() {
+        out[i] = (KERNELS[i].0, KERNELS[i].1);
+        i += 1;
+    }
+    out
+};
+
 /// The kernel for an op, if the reference backend implements it.
 pub fn lookup(domain: &str, op_type: &str) -> Option<Kernel> {
     let domain = if domain == "ai.onnx" { "" } else { domain };
-    let _ = (domain, op_type);
-    None
+    KERNELS
+        .iter()
+        .find(|(d, op, _)| *d == domain && *op == op_type)
+        .map(|&(_, _, k)| k)
+}
+
+/// (domain, op_type) of every kernel, "" being the default ONNX domain.
+pub fn supported_ops() -> &'static [(&'static str, &'static str)] {
+    SUPPORTED
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_finds_every_supported_op() {
+        for &(d, op) in supported_ops() {
+            assert!(lookup(d, op).is_some(), "{d}:{op}");
+        }
+        assert_eq!(supported_ops().len(), 30);
+        assert!(lookup("ai.onnx", "Add").is_some());
+        assert!(lookup(FUSELAB_DOMAIN, "AddEyeLike").is_some());
+        assert!(lookup("", "AddEyeLike").is_none());
+        assert!(lookup("com.example", "Add").is_none());
+        assert!(lookup("", "Conv").is_none());
+    }
 }
 
 pub mod executor;

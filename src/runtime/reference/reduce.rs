@@ -1,0 +1,286 @@
+//! Reductions (ReduceSum, ReduceMean) and Softmax.
+
+use ndarray::{ArrayD, ArrayViewMut1, Axis, Ix2, IxDyn};
+
+use super::common::{
+    input, int_list, norm_axes, norm_axis, opt_input, unsupported_type, Float, Num,
+};
+use super::{KernelCtx, KernelResult};
+use crate::tensor::Tensor;
+
+/// ReduceSum: `axes` became an optional input in version 13 (an attribute before).
+pub fn reduce_sum(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    reduce(ctx, inputs, "ReduceSum", false, ctx.opset >= 13)
+}
+
+/// ReduceMean: `axes` is an attribute up to version 17 and an optional input from 18, which
+/// also adds `noop_with_empty_axes`.
+pub fn reduce_mean(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    reduce(ctx, inputs, "ReduceMean", true, ctx.opset >= 18)
+}
+
+fn reduce(
+    ctx: &KernelCtx,
+    inputs: &[Option<&Tensor>],
+    op: &str,
+    mean: bool,
+    axes_as_input: bool,
+) -> KernelResult {
+    let data = input(op, inputs, 0)?;
+    let node = ctx.node;
+    let keepdims = node.attr_int("keepdims").unwrap_or(1) != 0;
+    let (axes, noop) = if axes_as_input {
+        let axes = opt_input(inputs, 1)
+            .map(|t| int_list(op, "axes", t))
+            .transpose()?
+            .unwrap_or_default();
+        (
+            axes,
+            node.attr_int("noop_with_empty_axes").unwrap_or(0) != 0,
+        )
+    } else {
+        (node.attr_ints("axes").unwrap_or_default().to_vec(), false)
+    };
+    // Empty axes: reduce everything, unless noop_with_empty_axes makes it the identity.
+    if axes.is_empty() && noop {
+        return Ok(vec![data.clone()]);
+    }
+    let rank = data.shape().len();
+    let axes = if axes.is_empty() {
+        (0..rank).collect()
+    } else {
+        norm_axes(op, &axes, rank)?
+    };
+    Ok(vec![match data {
+        Tensor::F32(a) => Tensor::F32(reduce_typed(op, a, &axes, keepdims, mean)?),
+        Tensor::F64(a) => Tensor::F64(reduce_typed(op, a, &axes, keepdims, mean)?),
+        Tensor::I32(a) => Tensor::I32(reduce_typed(op, a, &axes, keepdims, mean)?),
+        Tensor::I64(a) => Tensor::I64(reduce_typed(op, a, &axes, keepdims, mean)?),
+        other => return Err(unsupported_type(op, other.dtype())),
+    }])
+}
+
+fn reduce_typed<T: Num>(
+    op: &str,
+    a: &ArrayD<T>,
+    axes: &[usize],
+    keepdims: bool,
+    mean: bool,
+) -> Result<ArrayD<T>, String> {
+    let mut sorted = axes.to_vec();
+    sorted.sort_unstable();
+    // Highest axis first, so the lower axis numbers stay valid as dims disappear.
+    let mut acc: Option<ArrayD<T>> = None;
+    for &ax in sorted.iter().rev() {
+        let src = acc.as_ref().unwrap_or(a);
+        acc = Some(src.fold_axis(Axis(ax), T::ZERO, |s, &v| s.wadd(v)));
+    }
+    let mut out = acc.unwrap_or_else(|| a.clone());
+    if mean {
+        let count: usize = sorted.iter().map(|&ax| a.shape()[ax]).product();
+        if T::IS_INT && count == 0 && !out.is_empty() {
+            return Err(format!("{op}: integer mean over an empty set of values"));
+        }
+        out.mapv_inplace(|v| v.div_count(count).unwrap_or(T::ZERO));
+    }
+    let shape: Vec<usize> = (0..a.ndim())
+        .filter_map(|d| match (sorted.binary_search(&d).is_ok(), keepdims) {
+            (false, _) => Some(a.shape()[d]),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    Ok(out
+        .to_shape(IxDyn(&shape))
+        .map_err(|e| format!("{op}: {e}"))?
+        .into_owned())
+}
+
+/// Softmax. From version 13 it normalizes along `axis` (default -1). Versions 1 and 11 coerce
+/// the input to 2-D at `axis` (default 1) and normalize each row of that matrix.
+pub fn softmax(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "Softmax";
+    let x = input(OP, inputs, 0)?;
+    Ok(vec![match x {
+        Tensor::F32(a) => Tensor::F32(softmax_typed(ctx, a)?),
+        Tensor::F64(a) => Tensor::F64(softmax_typed(ctx, a)?),
+        other => return Err(unsupported_type(OP, other.dtype())),
+    }])
+}
+
+fn softmax_typed<T: Float>(ctx: &KernelCtx, a: &ArrayD<T>) -> Result<ArrayD<T>, String> {
+    const OP: &str = "Softmax";
+    let rank = a.ndim();
+    let mut out = a.as_standard_layout().into_owned();
+    if ctx.opset >= 13 {
+        let axis = norm_axis(OP, ctx.node.attr_int("axis").unwrap_or(-1), rank)?;
+        out.lanes_mut(Axis(axis)).into_iter().for_each(softmax_lane);
+        Ok(out)
+    } else {
+        let axis = norm_axis(OP, ctx.node.attr_int("axis").unwrap_or(1), rank)?;
+        let outer: usize = a.shape()[..axis].iter().product();
+        let inner: usize = a.shape()[axis..].iter().product();
+        let mut m = out
+            .into_shape_with_order(IxDyn(&[outer, inner]))
+            .and_then(|m| m.into_dimensionality::<Ix2>())
+            .map_err(|e| format!("{OP}: {e}"))?;
+        m.rows_mut().into_iter().for_each(softmax_lane);
+        m.into_dyn()
+            .into_shape_with_order(a.raw_dim())
+            .map_err(|e| format!("{OP}: {e}"))
+    }
+}
+
+/// exp(x - max) / sum: subtracting the max keeps exp from overflowing.
+fn softmax_lane<T: Float>(mut lane: ArrayViewMut1<T>) {
+    let max = lane
+        .iter()
+        .fold(T::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+    let mut sum = T::ZERO;
+    for v in lane.iter_mut() {
+        *v = v.wsub(max).exp();
+        sum = sum.wadd(*v);
+    }
+    for v in lane.iter_mut() {
+        *v = v.wdiv(sum);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::common::test_util::*;
+    use super::*;
+    use crate::ir::{attr, Node};
+
+    fn node(op: &str, attrs: Vec<crate::onnx::proto::AttributeProto>) -> Node {
+        let mut n = Node::new(op, "");
+        for a in attrs {
+            n.set_attr(a);
+        }
+        n
+    }
+
+    fn x23() -> Tensor {
+        f32s(&[2, 3], &[1., 2., 3., 4., 5., 6.])
+    }
+
+    #[test]
+    fn reduce_sum_keepdims_both_ways() {
+        let x = x23();
+        let axes = Tensor::from_i64s(&[1]);
+        let n = node("ReduceSum", vec![]);
+        let y = run_at(reduce_sum, &n, 13, &[Some(&x), Some(&axes)]).unwrap();
+        assert_eq!(y[0], f32s(&[2, 1], &[6., 15.]));
+        let n = node("ReduceSum", vec![attr::int("keepdims", 0)]);
+        let y = run_at(reduce_sum, &n, 13, &[Some(&x), Some(&axes)]).unwrap();
+        assert_eq!(y[0], f32s(&[2], &[6., 15.]));
+        let neg = Tensor::from_i64s(&[-2]);
+        let y = run_at(reduce_sum, &n, 13, &[Some(&x), Some(&neg)]).unwrap();
+        assert_eq!(y[0], f32s(&[3], &[5., 7., 9.]));
+        // no axes: everything
+        let y = run_at(reduce_sum, &n, 13, &[Some(&x)]).unwrap();
+        assert_eq!(y[0], f32s(&[], &[21.]));
+        let k = node("ReduceSum", vec![]);
+        let y = run_at(reduce_sum, &k, 13, &[Some(&x), None]).unwrap();
+        assert_eq!(y[0], f32s(&[1, 1], &[21.]));
+        let i = i64s(&[2, 2], &[1, 2, 3, 4]);
+        let y = run_at(reduce_sum, &n, 13, &[Some(&i), Some(&axes)]).unwrap();
+        assert_eq!(y[0], i64s(&[2], &[3, 7]));
+    }
+
+    #[test]
+    fn reduce_noop_with_empty_axes() {
+        let x = x23();
+        let n = node("ReduceSum", vec![attr::int("noop_with_empty_axes", 1)]);
+        let empty = Tensor::from_i64s(&[]);
+        let y = run_at(reduce_sum, &n, 13, &[Some(&x), Some(&empty)]).unwrap();
+        assert_eq!(y[0], x);
+        let y = run_at(reduce_mean, &n, 18, &[Some(&x)]).unwrap();
+        assert_eq!(y[0], x);
+        // Before 18, ReduceMean has no such attribute: it reduces everything.
+        let y = run_at(reduce_mean, &n, 17, &[Some(&x)]).unwrap();
+        assert_eq!(y[0], f32s(&[1, 1], &[3.5]));
+    }
+
+    #[test]
+    fn reduce_mean_attribute_vs_input() {
+        let x = x23();
+        // opset 17: axes attribute
+        let n = node("ReduceMean", vec![attr::ints("axes", &[0])]);
+        let y = run_at(reduce_mean, &n, 17, &[Some(&x)]).unwrap();
+        assert_eq!(y[0], f32s(&[1, 3], &[2.5, 3.5, 4.5]));
+        // opset 18: the attribute is gone; axes come from input 1
+        let n = node("ReduceMean", vec![attr::int("keepdims", 0)]);
+        let axes = Tensor::from_i64s(&[-1]);
+        let y = run_at(reduce_mean, &n, 18, &[Some(&x), Some(&axes)]).unwrap();
+        assert_eq!(y[0], f32s(&[2], &[2., 5.]));
+        // at 17 the input is ignored, so everything is reduced
+        let y = run_at(reduce_mean, &n, 17, &[Some(&x), Some(&axes)]).unwrap();
+        assert_eq!(y[0], f32s(&[], &[3.5]));
+        let i = i32s(&[3], &[1, 2, 4]);
+        let y = run_at(reduce_mean, &n, 18, &[Some(&i)]).unwrap();
+        assert_eq!(y[0], i32s(&[], &[2]));
+    }
+
+    #[test]
+    fn reduce_multi_axes_and_empty() {
+        let x = f64s(&[2, 2, 2], &[1., 2., 3., 4., 5., 6., 7., 8.]);
+        let n = node("ReduceSum", vec![attr::int("keepdims", 0)]);
+        let axes = Tensor::from_i64s(&[2, 0]);
+        let y = run_at(reduce_sum, &n, 13, &[Some(&x), Some(&axes)]).unwrap();
+        assert_eq!(y[0], f64s(&[2], &[14., 22.]));
+        let e = f32s(&[0, 2], &[]);
+        let a0 = Tensor::from_i64s(&[0]);
+        let y = run_at(reduce_sum, &n, 13, &[Some(&e), Some(&a0)]).unwrap();
+        assert_eq!(y[0], f32s(&[2], &[0., 0.]));
+        let y = run_at(reduce_mean, &n, 18, &[Some(&e), Some(&a0)]).unwrap();
+        assert!(y[0].to_f64_vec().iter().all(|v| v.is_nan()));
+    }
+
+    #[test]
+    fn reduce_errors() {
+        let x = x23();
+        let n = node("ReduceSum", vec![]);
+        let bad = Tensor::from_i64s(&[2]);
+        let e = run_at(reduce_sum, &n, 13, &[Some(&x), Some(&bad)]).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+        let dup = Tensor::from_i64s(&[1, -1]);
+        assert!(run_at(reduce_sum, &n, 13, &[Some(&x), Some(&dup)]).is_err());
+        let b = bools(&[1], &[true]);
+        assert!(run_at(reduce_sum, &n, 13, &[Some(&b)]).is_err());
+        let i = i32s(&[0], &[]);
+        let m = node("ReduceMean", vec![]);
+        assert!(run_at(reduce_mean, &m, 18, &[Some(&i)]).is_err());
+    }
+
+    #[test]
+    fn softmax_axis() {
+        let x = f64s(&[2, 2], &[0., 0., 0., 2f64.ln()]);
+        let n = node("Softmax", vec![]);
+        let y = run_at(softmax, &n, 13, &[Some(&x)]).unwrap();
+        assert_close(&y[0], &f64s(&[2, 2], &[0.5, 0.5, 1. / 3., 2. / 3.]), 1e-15);
+        let n = node("Softmax", vec![attr::int("axis", 0)]);
+        let y = run_at(softmax, &n, 13, &[Some(&x)]).unwrap();
+        assert_close(&y[0], &f64s(&[2, 2], &[0.5, 1. / 3., 0.5, 2. / 3.]), 1e-15);
+        // large values do not overflow
+        let big = f32s(&[2], &[1000., 1000.]);
+        let n = node("Softmax", vec![]);
+        let y = run_at(softmax, &n, 13, &[Some(&big)]).unwrap();
+        assert_eq!(y[0], f32s(&[2], &[0.5, 0.5]));
+        let n = node("Softmax", vec![attr::int("axis", 2)]);
+        assert!(run_at(softmax, &n, 13, &[Some(&x)]).is_err());
+        let i = i32s(&[1], &[1]);
+        assert!(run_at(softmax, &node("Softmax", vec![]), 13, &[Some(&i)]).is_err());
+    }
+
+    #[test]
+    fn softmax_opset11_coerces_to_2d() {
+        // [1, 2, 2] with axis 1: one row of 4 values.
+        let x = f64s(&[1, 2, 2], &[0., 0., 0., 0.]);
+        let n = node("Softmax", vec![]);
+        let y = run_at(softmax, &n, 11, &[Some(&x)]).unwrap();
+        assert_close(&y[0], &f64s(&[1, 2, 2], &[0.25; 4]), 1e-15);
+        let y = run_at(softmax, &n, 13, &[Some(&x)]).unwrap();
+        assert_close(&y[0], &f64s(&[1, 2, 2], &[0.5; 4]), 1e-15);
+    }
+}
