@@ -1,0 +1,270 @@
+"""fuselab as seen by a client: optimize every bundled model, check the result with onnx's checker,
+and compare `fuselab run` on the original and the optimized model against onnxruntime on the
+original.
+
+Run from the repository root (scripts/test.sh does, after building the release CLI):
+
+    FUSELAB_BIN=target/release/fuselab .venv/bin/python -m pytest -q tests/python
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import onnx
+import onnxruntime as ort
+from conftest import EYELIKE_ADD, REPO, Fuselab, custom_domains, model_files, model_id
+
+DEFAULT_DIM = 8  # symbolic dims not given otherwise; the CLI's default too
+SEED = 1234
+REPORT_KEYS = {
+    "nodes_before",
+    "nodes_after",
+    "ops_before",
+    "ops_after",
+    "fusions",
+    "rewrites",
+    "rejected",
+    "parity",
+    "optimize_ms",
+}
+PARITY_KEYS = {"max_abs_diff", "tolerance", "ok"}
+
+# Extra symbolic-dim settings per model (on top of the default of 8 for every dim), and the
+# largest accepted |fuselab - onnxruntime| per model.
+EXTRA_DIMS = {"examples/eyelike_add.onnx": [{"N": 64}, {"N": 1}]}
+MAX_ABS_DIFF = {"examples/eyelike_add.onnx": 1e-5}
+DEFAULT_ATOL, DEFAULT_RTOL = 1e-4, 1e-3
+
+MODELS = model_files()
+
+
+def test_bundled_example_present():
+    # Guards against the parametrized tests below silently collecting nothing.
+    assert EYELIKE_ADD.is_file(), (
+        f"{EYELIKE_ADD} is missing: run `.venv/bin/python scripts/make_examples.py`"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def file_stem(name: str) -> str:
+    """How `fuselab run` names DIR/<output>.npy: characters other than [A-Za-z0-9_.-] become '_'."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """Graph inputs the caller must feed (initializers listed as inputs have defaults)."""
+    inits = {t.name for t in model.graph.initializer}
+    return [v for v in model.graph.input if v.name not in inits]
+
+
+def make_inputs(model: onnx.ModelProto, dims: dict[str, int], seed: int) -> dict[str, np.ndarray]:
+    """Seeded random inputs; a symbolic (or unknown) dim takes dims[name], else DEFAULT_DIM."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for vi in graph_inputs(model):
+        tt = vi.type.tensor_type
+        assert vi.type.HasField("tensor_type"), f"input {vi.name!r} is not a tensor"
+        shape = [
+            d.dim_value if d.HasField("dim_value") else dims.get(d.dim_param, DEFAULT_DIM)
+            for d in tt.shape.dim
+        ]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if dtype == np.float32:
+            feeds[vi.name] = rng.standard_normal(shape, dtype=np.float32)
+        elif np.issubdtype(dtype, np.floating):
+            feeds[vi.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[vi.name] = rng.random(shape) < 0.5
+        elif np.issubdtype(dtype, np.integer):
+            feeds[vi.name] = rng.integers(0, 4, size=shape).astype(dtype)
+        else:
+            pytest.fail(f"input {vi.name!r}: no generator for element type {dtype}")
+    return feeds
+
+
+def ort_outputs(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, feeds), strict=True))
+
+
+def fuselab_outputs(
+    fuselab: Fuselab, path: Path, feeds: dict[str, np.ndarray], dims: dict[str, int], work: Path
+) -> dict[str, np.ndarray]:
+    work.mkdir(parents=True, exist_ok=True)
+    args: list[str | Path] = ["run", path]
+    for name, arr in feeds.items():
+        f = work / f"in_{file_stem(name)}.npy"
+        np.save(f, arr)
+        args += ["--input", f"{name}={f}"]
+    for k, v in dims.items():
+        args += ["--dim", f"{k}={v}"]
+    out = work / "out"
+    r = fuselab.ok(*args, "--out", out)
+    model = onnx.load(str(path), load_external_data=False)
+    got = {}
+    for o in model.graph.output:
+        f = out / f"{file_stem(o.name)}.npy"
+        assert f.is_file(), f"fuselab run wrote no {f.name} for output {o.name!r}\n{r.describe()}"
+        got[o.name] = np.load(f)
+    return got
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, what: str) -> None:
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != onnxruntime's {want.dtype}"
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != onnxruntime's {want.shape}"
+    if got.size == 0:
+        return
+    if np.issubdtype(want.dtype, np.floating):
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        diff = np.abs(g - w)
+        diff[np.isnan(g) & np.isnan(w)] = 0.0
+        bad = ~(diff <= atol + rtol * np.abs(w))
+        assert not bad.any(), (
+            f"{what}: {int(bad.sum())} of {got.size} elements differ; max |diff| = "
+            f"{np.nanmax(diff):.3g} (atol {atol:g}, rtol {rtol:g})"
+        )
+    else:
+        assert np.array_equal(got, want), f"{what}: values differ from onnxruntime"
+
+
+# ---------------------------------------------------------------------------------------------
+# optimize once per model per session
+
+
+@pytest.fixture(scope="session")
+def optimized(fuselab: Fuselab, tmp_path_factory: pytest.TempPathFactory):
+    """model path -> (optimized path, report dict, CliResult); `fuselab optimize` runs once each."""
+    cache: dict[Path, tuple[Path, dict, object]] = {}
+
+    def get(model: Path):
+        if model not in cache:
+            d = tmp_path_factory.mktemp(model.stem)
+            out, rep = d / f"{model.stem}.opt.onnx", d / "report.json"
+            r = fuselab.ok("optimize", model, "-o", out, "--report", rep)
+            assert out.is_file(), f"no optimized model written\n{r.describe()}"
+            assert rep.is_file(), f"no report written\n{r.describe()}"
+            cache[model] = (out, json.loads(rep.read_text()), r)
+        return cache[model]
+
+    return get
+
+
+# ---------------------------------------------------------------------------------------------
+# (a) every optimized model passes onnx.checker; the report has its keys
+
+
+@pytest.mark.parametrize("model", MODELS, ids=model_id)
+def test_optimized_model_passes_checker(model: Path, optimized):
+    out, report, _ = optimized(model)
+    saved = onnx.load(str(out))
+    domains = custom_domains(saved)
+    if domains:
+        # onnx registers no schemas for com.microsoft / ai.fuselab ops, so the checker cannot
+        # verify their inputs, attributes or types (it only requires an opset import for each
+        # domain), and full_check's strict shape inference cannot infer through them, so types
+        # downstream of a custom op may be unknown and strict mode may reject a valid model.
+        # Hence the structural check only for models with custom domains.
+        onnx.checker.check_model(saved, full_check=False)
+    else:
+        onnx.checker.check_model(saved, full_check=True)
+
+    missing = REPORT_KEYS - report.keys()
+    assert not missing, f"report lacks {sorted(missing)}: {sorted(report)}"
+    assert report["parity"] is not None, "parity was skipped"
+    assert PARITY_KEYS <= report["parity"].keys(), report["parity"]
+    assert report["parity"]["ok"] is True, report["parity"]
+    assert report["nodes_after"] == len(saved.graph.node)
+    assert report["nodes_before"] == len(onnx.load(str(model)).graph.node)
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) fuselab run on original and optimized == onnxruntime on the original
+
+
+def run_cases():
+    cases = []
+    for m in MODELS:
+        mid = model_id(m)
+        for dims in [{}] + EXTRA_DIMS.get(mid, []):
+            label = ",".join(f"{k}={v}" for k, v in dims.items()) or f"dims={DEFAULT_DIM}"
+            cases.append(pytest.param(m, dims, id=f"{mid}-{label}"))
+    return cases
+
+
+@pytest.mark.parametrize(("model", "dims"), run_cases())
+def test_run_matches_onnxruntime(model: Path, dims: dict[str, int], optimized, fuselab, tmp_path):
+    mid = model_id(model)
+    original = onnx.load(str(model))
+    feeds = make_inputs(original, dims, SEED)
+    want = ort_outputs(model, feeds)
+    if mid in MAX_ABS_DIFF:
+        atol, rtol = MAX_ABS_DIFF[mid], 0.0
+    else:
+        atol, rtol = DEFAULT_ATOL, DEFAULT_RTOL
+
+    opt_path, _, _ = optimized(model)
+    runs = {
+        "original": fuselab_outputs(fuselab, model, feeds, dims, tmp_path / "original"),
+        "optimized": fuselab_outputs(fuselab, opt_path, feeds, dims, tmp_path / "optimized"),
+    }
+    for label, got in runs.items():
+        assert set(got) == set(want), f"{label}: outputs {sorted(got)} != {sorted(want)}"
+        for name in want:
+            assert_close(got[name], want[name], atol, rtol, f"{label} output {name!r}")
+
+    # Where the optimized model uses only standard ops, onnxruntime must run it too.
+    if not custom_domains(onnx.load(str(opt_path))):
+        for name, arr in ort_outputs(opt_path, feeds).items():
+            assert_close(arr, want[name], atol, rtol, f"onnxruntime on optimized {name!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# (c) the worked example fuses to one ai.fuselab.AddEyeLike node
+
+
+def test_eyelike_add_fuses_to_one_node(optimized):
+    out, report, _ = optimized(EYELIKE_ADD)
+    m = onnx.load(str(out))
+    nodes = [(n.domain, n.op_type) for n in m.graph.node]
+    assert nodes == [("ai.fuselab", "AddEyeLike")], nodes
+    opsets = {o.domain: o.version for o in m.opset_import}
+    assert opsets.get("ai.fuselab") == 1, f"opset imports: {opsets}"
+    assert [i.name for i in m.graph.input] == ["X"]
+    assert [o.name for o in m.graph.output] == ["Y"]
+    n = m.graph.node[0]
+    assert list(n.input) == ["X"] and list(n.output) == ["Y"], n
+
+    assert report["fusions"] == {"AddEyeLike": 1}, report["fusions"]
+    assert report["nodes_before"] == 2
+    assert report["nodes_after"] == 1
+    assert report["ops_before"] == {"EyeLike": 1, "Add": 1}, report["ops_before"]
+    assert report["ops_after"] == {"AddEyeLike": 1}, report["ops_after"]
+    assert report["parity"]["ok"] is True, report["parity"]
+    assert report["parity"]["max_abs_diff"] <= report["parity"]["tolerance"]
+
+
+# ---------------------------------------------------------------------------------------------
+# (d) a damaged model is an error (exit 2, one line on stderr), never a panic
+
+
+@pytest.mark.parametrize("keep", ["half", "all_but_last_byte"])
+def test_truncated_model_is_a_clean_error(keep: str, fuselab: Fuselab, tmp_path: Path):
+    data = EYELIKE_ADD.read_bytes()
+    n = len(data) // 2 if keep == "half" else len(data) - 1
+    bad = tmp_path / "truncated.onnx"
+    bad.write_bytes(data[:n])
+    r = fuselab("optimize", bad, "-o", tmp_path / "out.onnx", "--report", tmp_path / "r.json")
+    assert r.returncode == 2, r.describe()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].strip(), f"expected one line on stderr\n{r.describe()}"
+    assert "panicked" not in r.stderr and "RUST_BACKTRACE" not in r.stderr, r.describe()
+
