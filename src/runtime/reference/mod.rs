@@ -29,8 +29,7 @@ pub type KernelResult = Result<Vec<Tensor>, String>;
 /// `inputs[i]` is `None` for an omitted optional input.
 pub type Kernel = fn(&KernelCtx, &[Option<&Tensor>]) -> KernelResult;
 
-/// Domain of the fused operators this crate defines.
-pub const FUSELAB_DOMAIN: &str = "ai.fuselab";
+pub use crate::ir::model::FUSELAB_DOMAIN;
 
 /// Every kernel: (domain, op_type, kernel). "" is the default ONNX domain.
 const KERNELS: &[(&str, &str, Kernel)] = &[
