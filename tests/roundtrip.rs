@@ -99,3 +99,44 @@ fn onnx_wheel_test_data_round_trips() {
 fn node_corpus_round_trips() {
     check_all(&common::onnx_files(&common::node_corpus()), 1000);
 }
+
+/// Every pass on every corpus model (most hold ops the reference backend lacks): the optimized
+/// graph verifies, saves and re-loads, and no rule errors.
+#[test]
+fn passes_are_sound_on_every_corpus_model() {
+    let data = common::onnx_wheel().join("backend/test/data");
+    let mut files = common::onnx_files(&common::node_corpus());
+    for sub in [
+        "simple",
+        "pytorch-converted",
+        "pytorch-operator",
+        "light",
+        "real",
+    ] {
+        files.extend(common::onnx_files(&data.join(sub)));
+    }
+    let mut failures = Vec::new();
+    let mut rewritten = 0;
+    for f in &files {
+        let Ok(mut m) = load_file(f, &Limits::default()) else {
+            continue; // load failures are reported by the round-trip tests
+        };
+        let result = fuselab::passes::optimize(&mut m, &[])
+            .and_then(|trace| {
+                rewritten += usize::from(!trace.rewrites.is_empty());
+                fuselab::ir::verify::verify(&m)
+            })
+            .and_then(|_| fuselab::onnx::to_bytes(&m))
+            .and_then(|b| fuselab::onnx::load_bytes(&b, &Default::default()).map(|_| ()));
+        if let Err(e) = result {
+            failures.push(format!("{}: {e}", f.display()));
+        }
+    }
+    println!(
+        "{} models optimized ({rewritten} rewritten), {} failed",
+        files.len(),
+        failures.len()
+    );
+    assert!(rewritten > 10, "the passes changed only {rewritten} models");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
