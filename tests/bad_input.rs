@@ -92,13 +92,20 @@ fn cli_rejects_file(file: &Path, needle: &str) {
     assert_eq!(out.status.code(), Some(2), "{}: {err}", file.display());
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one message: {err}");
-    assert!(err.contains(needle), "{}: expected {needle:?} in {err}", file.display());
+    assert!(
+        err.contains(needle),
+        "{}: expected {needle:?} in {err}",
+        file.display()
+    );
 }
 
 fn check(name: &str, m: &ModelProto, needle: &str) {
     let bytes = m.encode_to_vec();
     let msg = load_err(&bytes);
-    assert!(msg.contains(needle), "{name}: expected {needle:?} in {msg:?}");
+    assert!(
+        msg.contains(needle),
+        "{name}: expected {needle:?} in {msg:?}"
+    );
     cli_rejects(name, &bytes, needle);
 }
 
@@ -124,7 +131,10 @@ fn truncated_files_are_decode_errors() {
     for cut in 0..bytes.len() {
         let r = load_bytes(&bytes[..cut], &LoadOptions::default());
         if cut > start.saturating_sub(3) && cut < start + graph_bytes.len() {
-            assert!(r.is_err(), "prefix of {cut} bytes (inside the graph) loaded");
+            assert!(
+                r.is_err(),
+                "prefix of {cut} bytes (inside the graph) loaded"
+            );
         }
     }
     cli_rejects("truncated", &bytes[..bytes.len() / 2], "cannot decode");
@@ -141,9 +151,16 @@ fn random_bytes_never_panic() {
         }
     }
     // Random bytes with a valid-looking ModelProto prefix (field 7, graph, huge length).
-    let r = load_bytes(&[0x3a, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3], &LoadOptions::default());
+    let r = load_bytes(
+        &[0x3a, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3],
+        &LoadOptions::default(),
+    );
     assert!(matches!(r, Err(Error::Decode(_))));
-    cli_rejects("random", &[0x3a, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3], "cannot decode");
+    cli_rejects(
+        "random",
+        &[0x3a, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3],
+        "cannot decode",
+    );
 }
 
 #[test]
@@ -155,7 +172,11 @@ fn undefined_value() {
 #[test]
 fn cycle() {
     let m = model(graph(
-        vec![node("Add", &["X", "B"], &["A"]), node("Relu", &["A"], &["B"]), node("Relu", &["A"], &["Y"])],
+        vec![
+            node("Add", &["X", "B"], &["A"]),
+            node("Relu", &["A"], &["B"]),
+            node("Relu", &["A"], &["Y"]),
+        ],
         vec![],
     ));
     check("cycle", &m, "cycle");
@@ -184,7 +205,11 @@ fn f32_tensor(name: &str, dims: Vec<i64>, raw: Vec<u8>) -> TensorProto {
 fn raw_data_length_disagrees_with_dims() {
     let w = f32_tensor("W", vec![2, 3], vec![0; 20]);
     let m = model(graph(vec![node("Add", &["X", "W"], &["Y"])], vec![w]));
-    check("rawlen", &m, "tensor 'W': raw_data has 20 bytes but dims [2, 3] of float32 need 24");
+    check(
+        "rawlen",
+        &m,
+        "tensor 'W': raw_data has 20 bytes but dims [2, 3] of float32 need 24",
+    );
 }
 
 #[test]
@@ -264,9 +289,15 @@ fn external(location: &str, length: usize) -> TensorProto {
 fn external_data_is_read_beside_the_model() {
     let dir = std::env::temp_dir().join(format!("fuselab-ext-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let data: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let data: Vec<u8> = [1.5f32, -2.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
     std::fs::write(dir.join("w.bin"), &data).unwrap();
-    let m = model(graph(vec![node("Add", &["X", "W"], &["Y"])], vec![external("w.bin", 8)]));
+    let m = model(graph(
+        vec![node("Add", &["X", "W"], &["Y"])],
+        vec![external("w.bin", 8)],
+    ));
     let path = dir.join("ext.onnx");
     std::fs::write(&path, m.encode_to_vec()).unwrap();
     let loaded = load_file(&path, &Limits::default()).unwrap();
@@ -280,7 +311,10 @@ fn external_data_is_read_beside_the_model() {
         ("nested-dotdot", "sub/../../w.bin", "'..'"),
         ("missing", "nope.bin", "nope.bin"),
     ] {
-        let m = model(graph(vec![node("Add", &["X", "W"], &["Y"])], vec![external(loc, 8)]));
+        let m = model(graph(
+            vec![node("Add", &["X", "W"], &["Y"])],
+            vec![external(loc, 8)],
+        ));
         let p = dir.join(format!("{name}.onnx"));
         std::fs::write(&p, m.encode_to_vec()).unwrap();
         let err = load_file(&p, &Limits::default()).unwrap_err().to_string();
@@ -288,7 +322,10 @@ fn external_data_is_read_beside_the_model() {
         cli_rejects_file(&p, needle);
     }
     // Length that disagrees with the dims.
-    let m = model(graph(vec![node("Add", &["X", "W"], &["Y"])], vec![external("w.bin", 4)]));
+    let m = model(graph(
+        vec![node("Add", &["X", "W"], &["Y"])],
+        vec![external("w.bin", 4)],
+    ));
     let p = dir.join("badlen.onnx");
     std::fs::write(&p, m.encode_to_vec()).unwrap();
     let err = load_file(&p, &Limits::default()).unwrap_err().to_string();

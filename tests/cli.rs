@@ -30,7 +30,11 @@ fn tmp(name: &str) -> PathBuf {
 
 fn example() -> PathBuf {
     let p = common::repo().join("examples/eyelike_add.onnx");
-    assert!(p.is_file(), "missing {} (scripts/make_examples.py)", p.display());
+    assert!(
+        p.is_file(),
+        "missing {} (scripts/make_examples.py)",
+        p.display()
+    );
     p
 }
 
@@ -43,10 +47,20 @@ fn optimize_then_run_gives_the_same_outputs() {
     let d = tmp("e2e");
     let (opt, rep) = (d.join("opt.onnx"), d.join("report.json"));
     let model = example();
-    let stdout = ok(&["optimize", s(&model), "-o", s(&opt), "--report", s(&rep), "--dim", "N=33"]);
+    let stdout = ok(&[
+        "optimize",
+        s(&model),
+        "-o",
+        s(&opt),
+        "--report",
+        s(&rep),
+        "--dim",
+        "N=33",
+    ]);
     assert!(stdout.contains("2 -> 1 nodes (AddEyeLike x1)"), "{stdout}");
 
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
     assert_eq!(r["nodes_before"], 2);
     assert_eq!(r["nodes_after"], 1);
     assert_eq!(r["ops_before"], serde_json::json!({"Add": 1, "EyeLike": 1}));
@@ -61,8 +75,26 @@ fn optimize_then_run_gives_the_same_outputs() {
     assert!(r["optimize_ms"].as_f64().unwrap() >= 0.0);
 
     let (out_a, out_b) = (d.join("a"), d.join("b"));
-    ok(&["run", s(&model), "--dim", "N=33", "--seed", "3", "--out", s(&out_a)]);
-    ok(&["run", s(&opt), "--dim", "N=33", "--seed", "3", "--out", s(&out_b)]);
+    ok(&[
+        "run",
+        s(&model),
+        "--dim",
+        "N=33",
+        "--seed",
+        "3",
+        "--out",
+        s(&out_a),
+    ]);
+    ok(&[
+        "run",
+        s(&opt),
+        "--dim",
+        "N=33",
+        "--seed",
+        "3",
+        "--out",
+        s(&out_b),
+    ]);
     let a = std::fs::read(out_a.join("Y.npy")).unwrap();
     let b = std::fs::read(out_b.join("Y.npy")).unwrap();
     assert_eq!(a, b, "original and optimized outputs differ");
@@ -79,7 +111,14 @@ fn optimize_then_run_gives_the_same_outputs() {
 fn rules_flag_selects_rules() {
     let d = tmp("rules");
     let opt = d.join("opt.onnx");
-    let stdout = ok(&["optimize", s(&example()), "-o", s(&opt), "--rules", "dce,identity"]);
+    let stdout = ok(&[
+        "optimize",
+        s(&example()),
+        "-o",
+        s(&opt),
+        "--rules",
+        "dce,identity",
+    ]);
     assert!(stdout.contains("2 -> 2 nodes"), "{stdout}");
     let out = fuselab(&["optimize", s(&example()), "-o", s(&opt), "--rules", "nope"]);
     assert_eq!(out.status.code(), Some(2));
@@ -88,7 +127,8 @@ fn rules_flag_selects_rules() {
 
 #[test]
 fn inspect_reports_the_model() {
-    let j: serde_json::Value = serde_json::from_str(&ok(&["inspect", s(&example()), "--json"])).unwrap();
+    let j: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", s(&example()), "--json"])).unwrap();
     assert_eq!(j["nodes"], 2);
     assert_eq!(j["ops"], serde_json::json!({"Add": 1, "EyeLike": 1}));
     assert_eq!(j["inputs"][0]["name"], "X");
@@ -100,7 +140,17 @@ fn inspect_reports_the_model() {
 
 #[test]
 fn bench_json_has_the_documented_fields() {
-    let out = ok(&["bench", s(&example()), "--runs", "3", "--warmup", "1", "--dim", "N=16", "--json"]);
+    let out = ok(&[
+        "bench",
+        s(&example()),
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+        "--dim",
+        "N=16",
+        "--json",
+    ]);
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(j["backend"], "reference");
     assert_eq!(j["runs"], 3);
@@ -108,7 +158,8 @@ fn bench_json_has_the_documented_fields() {
         assert!(j[side]["median_ms"].as_f64().unwrap() > 0.0);
         assert!(j[side]["min_ms"].as_f64().unwrap() <= j[side]["median_ms"].as_f64().unwrap());
     }
-    let ratio = j["original"]["median_ms"].as_f64().unwrap() / j["optimized"]["median_ms"].as_f64().unwrap();
+    let ratio = j["original"]["median_ms"].as_f64().unwrap()
+        / j["optimized"]["median_ms"].as_f64().unwrap();
     assert!((j["speedup"].as_f64().unwrap() - ratio).abs() < 1e-9);
     assert_eq!(j["max_abs_diff"], 0.0);
 }
@@ -126,14 +177,35 @@ fn every_subcommand_has_help() {
 fn errors_exit_2_with_one_message() {
     let d = tmp("errors");
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec!["inspect".into(), s(&d.join("missing.onnx")).into()], "missing.onnx"),
-        (vec!["run".into(), s(&example()).into(), "--dim".into(), "N".into()], "expected NAME=VALUE"),
         (
-            vec!["run".into(), s(&example()).into(), "--input".into(), "X=/nonexistent.npy".into()],
+            vec!["inspect".into(), s(&d.join("missing.onnx")).into()],
+            "missing.onnx",
+        ),
+        (
+            vec![
+                "run".into(),
+                s(&example()).into(),
+                "--dim".into(),
+                "N".into(),
+            ],
+            "expected NAME=VALUE",
+        ),
+        (
+            vec![
+                "run".into(),
+                s(&example()).into(),
+                "--input".into(),
+                "X=/nonexistent.npy".into(),
+            ],
             "nonexistent.npy",
         ),
         (
-            vec!["run".into(), s(&example()).into(), "--input".into(), "Q=/nonexistent.npy".into()],
+            vec![
+                "run".into(),
+                s(&example()).into(),
+                "--input".into(),
+                "Q=/nonexistent.npy".into(),
+            ],
             "nonexistent.npy",
         ),
     ];
@@ -164,7 +236,10 @@ fn unsupported_op_is_named_unless_parity_is_skipped() {
     let out = fuselab(&["optimize", s(&src), "-o", s(&opt)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("unsupported op Mystery (domain 'com.example')"), "{err}");
+    assert!(
+        err.contains("unsupported op Mystery (domain 'com.example')"),
+        "{err}"
+    );
     // Passes still run soundly around the unknown op: the Identity goes, the Mystery stays.
     let stdout = ok(&["optimize", s(&src), "-o", s(&opt), "--no-parity"]);
     assert!(stdout.contains("2 -> 1 nodes"), "{stdout}");

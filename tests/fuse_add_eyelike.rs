@@ -51,14 +51,21 @@ fn fuses_with_dtype_and_swapped_add_operands() {
     let mut b = GraphBuilder::new("g", 17);
     let x = b.input("X", DType::F32, vec![sym("N"), sym("N")]);
     let a = b.input("A", DType::F64, vec![sym("N"), sym("N")]);
-    let e = b.op("EyeLike", &[x], vec![attr::int("dtype", DType::F64.0 as i64), attr::int("k", -1)]);
+    let e = b.op(
+        "EyeLike",
+        &[x],
+        vec![attr::int("dtype", DType::F64.0 as i64), attr::int("k", -1)],
+    );
     let y = b.op("Add", &[a, e], vec![]);
     b.output(y, "Y");
     let m = b.build();
     let (opt, _) = fuse(&m);
     assert_eq!(ops(&opt), vec![("AddEyeLike".to_string(), 1)]);
     let id = opt.graph.node_ids().next().unwrap();
-    assert_eq!(opt.graph.node(id).attr_int("dtype"), Some(DType::F64.0 as i64));
+    assert_eq!(
+        opt.graph.node(id).attr_int("dtype"),
+        Some(DType::F64.0 as i64)
+    );
     assert_eq!(parity(&m, &opt, &[("N", 9)]).max_abs_diff, 0.0);
 }
 
@@ -72,7 +79,10 @@ fn assert_rejected(m: &fuselab::ir::Model, needle: &str) {
     assert!(trace.rewrites.is_empty());
     let reasons: Vec<&str> = trace.rejected.iter().map(|r| r.reason.as_str()).collect();
     assert!(
-        trace.rejected.iter().any(|r| r.rule == "add_eyelike" && r.reason.contains(needle)),
+        trace
+            .rejected
+            .iter()
+            .any(|r| r.rule == "add_eyelike" && r.reason.contains(needle)),
         "expected a rejection mentioning {needle:?}, got {reasons:?}"
     );
     assert_eq!(parity(m, &opt, &[("N", 4)]).max_abs_diff, 0.0);
@@ -125,5 +135,9 @@ fn does_not_fuse_when_shapes_are_unknown_names() {
     let m = b.build();
     let (opt, trace) = fuse(&m);
     assert_eq!(opt.graph.node_count(), 2);
-    assert!(trace.rejected[0].reason.contains("shape"), "{:?}", trace.rejected);
+    assert!(
+        trace.rejected[0].reason.contains("shape"),
+        "{:?}",
+        trace.rejected
+    );
 }

@@ -26,7 +26,8 @@ enum Outcome {
 
 fn read_pb(path: &Path) -> Result<Tensor, String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let tp = TensorProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", path.display()))?;
+    let tp =
+        TensorProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", path.display()))?;
     to_tensor(&tp, &Limits::default()).map_err(|e| e.to_string())
 }
 
@@ -35,7 +36,11 @@ fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
         return Err(format!("type {} != expected {}", got.dtype(), want.dtype()));
     }
     if got.shape() != want.shape() {
-        return Err(format!("shape {:?} != expected {:?}", got.shape(), want.shape()));
+        return Err(format!(
+            "shape {:?} != expected {:?}",
+            got.shape(),
+            want.shape()
+        ));
     }
     let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
@@ -128,7 +133,12 @@ fn onnx_node_tests() {
         .filter(|p| p.join("model.onnx").is_file())
         .collect();
     cases.sort();
-    assert!(cases.len() > 1000, "only {} cases in {}", cases.len(), root.display());
+    assert!(
+        cases.len() > 1000,
+        "only {} cases in {}",
+        cases.len(),
+        root.display()
+    );
     let (mut pass, mut fail, mut skip) = (0, 0, 0);
     let mut tsv = String::from("case\tresult\tdetail\n");
     let mut failures = Vec::new();
@@ -149,13 +159,23 @@ fn onnx_node_tests() {
                 ("skip", e)
             }
         };
-        writeln!(tsv, "{name}\t{result}\t{}", detail.replace(['\t', '\n'], " ")).unwrap();
+        writeln!(
+            tsv,
+            "{name}\t{result}\t{}",
+            detail.replace(['\t', '\n'], " ")
+        )
+        .unwrap();
     }
     let out = common::repo().join("target/onnx-node-results.tsv");
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     std::fs::write(&out, tsv).unwrap();
     println!("per-case results: {}", out.display());
     println!("conformance: {pass} passed, {fail} failed, {skip} skipped");
-    assert!(failures.is_empty(), "{} failures among supported ops:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures among supported ops:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(pass > 100, "only {pass} cases passed");
 }

@@ -86,7 +86,10 @@ fn type_mismatch_is_reported() {
     let y = b.op("Add", &[x, i], vec![]);
     b.output(y, "Y");
     let msg = verify_err(&b.build());
-    assert!(msg.contains("'X' is float32 but input 'I' is int64"), "{msg}");
+    assert!(
+        msg.contains("'X' is float32 but input 'I' is int64"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -98,7 +101,10 @@ fn declared_output_type_contradicting_the_op_is_reported() {
     let mut m = b.build();
     m.graph.value_mut(c).ty.dtype = Some(DType::F64);
     let msg = verify_err(&m);
-    assert!(msg.contains("declared float64 but the op computes int64"), "{msg}");
+    assert!(
+        msg.contains("declared float64 but the op computes int64"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -113,8 +119,15 @@ fn output_never_produced_is_reported() {
 #[test]
 fn inference_handles_matmul_transpose_reshape() {
     let mut b = GraphBuilder::new("g", 17);
-    let a = b.input("A", DType::F32, vec![sym("B"), Dim::Known(3), Dim::Known(4)]);
-    let w = b.initializer("W", &fuselab::Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[4, 5]))));
+    let a = b.input(
+        "A",
+        DType::F32,
+        vec![sym("B"), Dim::Known(3), Dim::Known(4)],
+    );
+    let w = b.initializer(
+        "W",
+        &fuselab::Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[4, 5]))),
+    );
     let mm = b.op("MatMul", &[a, w], vec![]);
     let t = b.op("Transpose", &[mm], vec![attr::ints("perm", &[0, 2, 1])]);
     let shape = b.initializer("shape", &fuselab::Tensor::from_i64s(&[0, -1]));
@@ -122,7 +135,13 @@ fn inference_handles_matmul_transpose_reshape() {
     b.output(r, "R");
     let m = b.build();
     let g = &m.graph;
-    assert_eq!(g.value(mm).ty.shape, Some(vec![sym("B"), Dim::Known(3), Dim::Known(5)]));
-    assert_eq!(g.value(t).ty.shape, Some(vec![sym("B"), Dim::Known(5), Dim::Known(3)]));
+    assert_eq!(
+        g.value(mm).ty.shape,
+        Some(vec![sym("B"), Dim::Known(3), Dim::Known(5)])
+    );
+    assert_eq!(
+        g.value(t).ty.shape,
+        Some(vec![sym("B"), Dim::Known(5), Dim::Known(3)])
+    );
     assert_eq!(g.value(r).ty.shape, Some(vec![sym("B"), Dim::Unknown]));
 }

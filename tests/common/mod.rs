@@ -31,8 +31,14 @@ pub fn parity(a: &Model, b: &Model, dims: &[(&str, usize)]) -> ParityReport {
     let limits = Limits::default();
     let dims: HashMap<String, usize> = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let inputs = random_inputs(a, &HashMap::new(), &dims, 7, &limits).expect("inputs");
-    let ra = Executor::new(a, &limits).expect("plan a").run(&inputs).expect("run a");
-    let rb = Executor::new(b, &limits).expect("plan b").run(&inputs).expect("run b");
+    let ra = Executor::new(a, &limits)
+        .expect("plan a")
+        .run(&inputs)
+        .expect("run a");
+    let rb = Executor::new(b, &limits)
+        .expect("plan b")
+        .run(&inputs)
+        .expect("run b");
     compare(&ra, &rb, 0.0)
 }
 
@@ -80,7 +86,9 @@ pub fn onnx_files(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
             if p.is_dir() {
