@@ -79,20 +79,24 @@ fn repo_models_round_trip() {
     check_all(&files, 1);
 }
 
-#[test]
-fn onnx_wheel_test_data_round_trips() {
+/// The real models the onnx wheel ships (CNNs, pytorch-converted and simple graphs).
+fn wheel_models() -> Vec<std::path::PathBuf> {
     let data = common::onnx_wheel().join("backend/test/data");
-    let mut files = Vec::new();
-    for sub in [
+    let subs = [
         "simple",
         "pytorch-converted",
         "pytorch-operator",
         "light",
         "real",
-    ] {
-        files.extend(common::onnx_files(&data.join(sub)));
-    }
-    check_all(&files, 50);
+    ];
+    subs.iter()
+        .flat_map(|sub| common::onnx_files(&data.join(sub)))
+        .collect()
+}
+
+#[test]
+fn onnx_wheel_test_data_round_trips() {
+    check_all(&wheel_models(), 50);
 }
 
 #[test]
@@ -104,17 +108,8 @@ fn node_corpus_round_trips() {
 /// graph verifies, saves and re-loads, and no rule errors.
 #[test]
 fn passes_are_sound_on_every_corpus_model() {
-    let data = common::onnx_wheel().join("backend/test/data");
     let mut files = common::onnx_files(&common::node_corpus());
-    for sub in [
-        "simple",
-        "pytorch-converted",
-        "pytorch-operator",
-        "light",
-        "real",
-    ] {
-        files.extend(common::onnx_files(&data.join(sub)));
-    }
+    files.extend(wheel_models());
     let mut failures = Vec::new();
     let mut rewritten = 0;
     for f in &files {
