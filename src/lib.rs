@@ -6,6 +6,7 @@ pub mod ir;
 pub mod limits;
 pub mod onnx;
 pub mod passes;
+pub mod pipeline;
 pub mod report;
 pub mod runtime;
 pub mod tensor;

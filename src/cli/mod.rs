@@ -13,11 +13,12 @@ use serde::Serialize;
 
 use crate::ir::Model;
 use crate::limits::Limits;
-use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
-use crate::runtime::parity::{compare, DEFAULT_TOLERANCE};
+use crate::pipeline::{self, OptimizeOptions};
+use crate::runtime::inputs::random_inputs;
+use crate::runtime::parity::DEFAULT_TOLERANCE;
 use crate::runtime::reference::Executor;
 use crate::tensor::Tensor;
-use crate::{onnx, passes, report, Error, Result};
+use crate::{onnx, report, Error, Result};
 
 #[derive(Parser)]
 #[command(
@@ -297,30 +298,18 @@ fn optimize(
     tolerance: f64,
     run: &RunArgs,
 ) -> Result<i32> {
-    let limits = run.common.limits();
-    let dims = run.dims()?;
-    let original = load(path, &limits)?;
-    let mut optimized = original.clone();
-    let names: Vec<&str> = rules.iter().map(|s| s.as_str()).collect();
-    let t0 = Instant::now();
-    let trace = passes::optimize(&mut optimized, &names)?;
-    let optimize_ms = ms(t0);
-    let parity = if no_parity {
-        None
-    } else {
-        let inputs = random_inputs(&original, &HashMap::new(), &dims, run.seed, &limits)?;
-        let a = execute(&original, &inputs, &limits).map_err(|e| {
-            Error::Other(format!(
-                "parity check: original model: {e} (use --no-parity to skip)"
-            ))
-        })?;
-        let b = execute(&optimized, &inputs, &limits)
-            .map_err(|e| Error::Other(format!("parity check: optimized model: {e}")))?;
-        Some(compare(&a, &b, tolerance))
+    let opts = OptimizeOptions {
+        rules: rules.to_vec(),
+        parity: !no_parity,
+        tolerance,
+        dims: run.dims()?,
+        seed: run.seed,
+        limits: run.common.limits(),
     };
-    let mut rep = report::build(&original, &optimized, trace, parity);
-    rep.optimize_ms = optimize_ms;
-    rep.dims = symbolic_dims_used(&original, &dims);
+    let original = load(path, &opts.limits)?;
+    let start = Instant::now();
+    let clock = || ms(start);
+    let (optimized, rep) = pipeline::optimize(&original, &opts, &clock)?;
     onnx::save_file(&optimized, output)?;
     if let Some(p) = report_path {
         let text = serde_json::to_string_pretty(&rep).expect("serializable");
@@ -341,7 +330,7 @@ fn optimize(
         } else {
             format!(" ({})", fused.join(", "))
         },
-        optimize_ms,
+        rep.optimize_ms,
         output.display()
     );
     for r in &rep.rejected {
@@ -365,19 +354,6 @@ fn optimize(
         }
     }
     Ok(0)
-}
-
-/// The size each symbolic input dim got (given or default), for the report.
-fn symbolic_dims_used(m: &Model, given: &HashMap<String, usize>) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for &i in &m.graph.inputs {
-        for d in m.graph.value(i).ty.shape.iter().flatten() {
-            if let crate::ir::Dim::Sym(s) = d {
-                out.insert(s.clone(), given.get(s).copied().unwrap_or(DEFAULT_DIM));
-            }
-        }
-    }
-    out
 }
 
 fn run_model(path: &Path, inputs: &[String], out: &Path, run: &RunArgs) -> Result<i32> {

@@ -1,0 +1,101 @@
+//! The optimize job shared by the CLI and (later) the wasm facade: run the rules, then compare
+//! original and optimized outputs on seeded random inputs, and build the report.
+
+use std::collections::HashMap;
+
+use crate::ir::Model;
+use crate::limits::Limits;
+use crate::passes::{rules, Engine, Rule, ALL_RULES};
+use crate::report::{self, OptimizeReport};
+use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
+use crate::runtime::parity::{compare, DEFAULT_TOLERANCE};
+use crate::runtime::reference::Executor;
+use crate::{Error, Result};
+
+#[derive(Clone, Debug)]
+pub struct OptimizeOptions {
+    /// Rule names; empty means every rule.
+    pub rules: Vec<String>,
+    /// Compare outputs of original vs optimized (needs every op on the reference backend).
+    pub parity: bool,
+    pub tolerance: f64,
+    /// Sizes of symbolic input dims for the parity inputs.
+    pub dims: HashMap<String, usize>,
+    pub seed: u64,
+    pub limits: Limits,
+}
+
+impl Default for OptimizeOptions {
+    fn default() -> Self {
+        OptimizeOptions {
+            rules: Vec::new(),
+            parity: true,
+            tolerance: DEFAULT_TOLERANCE,
+            dims: HashMap::new(),
+            seed: 0,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Runs the named rules on a copy of `original`; `clock` returns milliseconds (the caller's
+/// timer: `Instant` does not exist on wasm32-unknown-unknown).
+pub fn optimize(
+    original: &Model,
+    opts: &OptimizeOptions,
+    clock: &dyn Fn() -> f64,
+) -> Result<(Model, OptimizeReport)> {
+    let names: Vec<&str> = if opts.rules.is_empty() {
+        ALL_RULES.to_vec()
+    } else {
+        opts.rules.iter().map(|s| s.as_str()).collect()
+    };
+    optimize_with(original, rules(&names)?, opts, clock)
+}
+
+/// As `optimize`, with rule objects (tests use this to run a deliberately wrong rule).
+pub fn optimize_with(
+    original: &Model,
+    rules: Vec<Box<dyn Rule>>,
+    opts: &OptimizeOptions,
+    clock: &dyn Fn() -> f64,
+) -> Result<(Model, OptimizeReport)> {
+    if opts.tolerance.is_nan() || opts.tolerance < 0.0 {
+        return Err(Error::Other(format!(
+            "tolerance must be a non-negative number, got {}",
+            opts.tolerance
+        )));
+    }
+    let mut optimized = original.clone();
+    let t0 = clock();
+    let trace = Engine::new(rules).run(&mut optimized)?;
+    let optimize_ms = clock() - t0;
+    let parity = if opts.parity {
+        let lim = &opts.limits;
+        let inputs = random_inputs(original, &HashMap::new(), &opts.dims, opts.seed, lim)?;
+        let a = Executor::new(original, lim)
+            .and_then(|ex| ex.run(&inputs))
+            .map_err(|e| {
+                Error::Other(format!(
+                    "parity check: original model: {e} (use --no-parity to skip the check)"
+                ))
+            })?;
+        let b = Executor::new(&optimized, lim)
+            .and_then(|ex| ex.run(&inputs))
+            .map_err(|e| Error::Other(format!("parity check: optimized model: {e}")))?;
+        Some(compare(&a, &b, opts.tolerance))
+    } else {
+        None
+    };
+    let mut rep = report::build(original, &optimized, trace, parity);
+    rep.optimize_ms = optimize_ms;
+    for &i in &original.graph.inputs {
+        for d in original.graph.value(i).ty.shape.iter().flatten() {
+            if let crate::ir::Dim::Sym(s) = d {
+                let n = opts.dims.get(s).copied().unwrap_or(DEFAULT_DIM);
+                rep.dims.insert(s.clone(), n);
+            }
+        }
+    }
+    Ok((optimized, rep))
+}

@@ -1,0 +1,91 @@
+//! The optimize job: parity catches a rule that changes semantics; the report reflects it.
+
+mod common;
+
+use fuselab::ir::builder::{sym, GraphBuilder};
+use fuselab::ir::{Model, Node, NodeId};
+use fuselab::passes::{Patch, Proposal, Rule};
+use fuselab::pipeline::{optimize, optimize_with, OptimizeOptions};
+use fuselab::DType;
+
+/// A wrong rule on purpose: Relu(x) → Neg(x).
+struct ReluToNeg;
+
+impl Rule for ReluToNeg {
+    fn name(&self) -> &'static str {
+        "relu_to_neg"
+    }
+    fn propose(&self, model: &Model, id: NodeId) -> Proposal {
+        let n = model.graph.node(id);
+        if !n.is("Relu") {
+            return Proposal::NoMatch;
+        }
+        let mut neg = Node::new("Neg", "");
+        neg.name = format!("{}_neg", n.name);
+        neg.inputs = n.inputs.clone();
+        neg.outputs = n.outputs.clone();
+        Proposal::Rewrite(Patch {
+            remove: vec![id],
+            add: vec![neg],
+            ..Default::default()
+        })
+    }
+}
+
+fn relu_model() -> Model {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("N")]);
+    let y = b.op("Relu", &[x], vec![]);
+    b.output(y, "Y");
+    b.build()
+}
+
+#[test]
+fn parity_fails_for_a_rule_that_changes_semantics() {
+    let (_, rep) = optimize_with(
+        &relu_model(),
+        vec![Box::new(ReluToNeg)],
+        &OptimizeOptions::default(),
+        &|| 0.0,
+    )
+    .unwrap();
+    let p = rep.parity.unwrap();
+    assert!(!p.ok);
+    assert!(p.max_abs_diff > 0.1, "{}", p.max_abs_diff);
+    assert_eq!(rep.rewrites.len(), 1);
+}
+
+#[test]
+fn parity_passes_and_dims_are_reported_for_the_example() {
+    let opts = OptimizeOptions {
+        dims: [("N".to_string(), 12)].into(),
+        ..Default::default()
+    };
+    let (opt, rep) = optimize(&common::eyelike_add(None), &opts, &|| 0.0).unwrap();
+    assert_eq!(opt.graph.node_count(), 1);
+    assert_eq!(rep.parity.as_ref().unwrap().max_abs_diff, 0.0);
+    assert_eq!(rep.parity.as_ref().unwrap().outputs[0].shape, vec![12, 12]);
+    assert_eq!(rep.dims.get("N"), Some(&12));
+    assert_eq!(rep.fusions.get("AddEyeLike"), Some(&1));
+}
+
+#[test]
+fn parity_can_be_skipped_and_tolerance_must_be_sane() {
+    let opts = OptimizeOptions {
+        parity: false,
+        ..Default::default()
+    };
+    let (_, rep) = optimize(&relu_model(), &opts, &|| 0.0).unwrap();
+    assert!(rep.parity.is_none());
+    let bad = OptimizeOptions {
+        tolerance: -1.0,
+        ..Default::default()
+    };
+    let err = optimize(&relu_model(), &bad, &|| 0.0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tolerance must be a non-negative number"),
+        "{err}"
+    );
+}
