@@ -22,15 +22,24 @@ impl Limits {
     /// tensor (at `bits` per element) would exceed the limit. `what` names the tensor in the error.
     pub fn check_dims(&self, what: &str, dims: &[i64], bits: u64) -> Result<u64, crate::Error> {
         let mut n: u64 = 1;
+        // ndarray also needs the product of the non-zero dims to fit in isize, even when a zero
+        // dim makes the tensor empty.
+        let mut nonzero: u64 = 1;
+        let overflow =
+            || crate::Error::limit(format!("{what}: element count of dims {dims:?} overflows"));
         for &d in dims {
             if d < 0 {
                 return Err(crate::Error::invalid(format!(
                     "{what}: negative dimension {d} in {dims:?}"
                 )));
             }
-            n = n.checked_mul(d as u64).ok_or_else(|| {
-                crate::Error::limit(format!("{what}: element count of dims {dims:?} overflows"))
-            })?;
+            n = n.checked_mul(d as u64).ok_or_else(overflow)?;
+            if d > 0 {
+                nonzero = nonzero
+                    .checked_mul(d as u64)
+                    .filter(|&p| p <= isize::MAX as u64)
+                    .ok_or_else(overflow)?;
+            }
         }
         let bytes = n.checked_mul(bits).map(|b| b.div_ceil(8)).ok_or_else(|| {
             crate::Error::limit(format!("{what}: byte size of {dims:?} overflows"))

@@ -352,3 +352,27 @@ fn missing_and_misshapen_inputs_at_run_time() {
         .to_string();
     assert!(err.contains("expected float32, got int64"), "{err}");
 }
+
+#[test]
+fn kernel_outputs_are_checked_against_the_limit_before_allocating() {
+    use fuselab::ir::builder::{dims, GraphBuilder};
+    use std::collections::HashMap;
+    // ReduceSum over the empty axis of X [2, 0, 2^20] yields 2 x 2^20 zeros: 8 MiB from an
+    // empty input, over a 1 MiB limit.
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", fuselab::DType::F32, dims(&[2, 0, 1 << 20]));
+    let axes = b.initializer("axes", &fuselab::Tensor::from_i64s(&[1]));
+    let y = b.op("ReduceSum", &[x, axes], vec![]);
+    b.output(y, "Y");
+    let m = b.build();
+    let limits = Limits {
+        max_tensor_bytes: 1 << 20,
+    };
+    let input = fuselab::Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[2, 0, 1 << 20])));
+    let ex = fuselab::runtime::reference::Executor::new(&m, &limits).unwrap();
+    let err = ex
+        .run(&HashMap::from([("X".to_string(), input)]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("over the 1048576 byte limit"), "{err}");
+}

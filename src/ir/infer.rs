@@ -325,7 +325,7 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                 let mut total = Some(0i64);
                 for s in &shapes {
                     total = match (total, s.get(ax)) {
-                        (Some(t), Some(Dim::Known(d))) => Some(t + d),
+                        (Some(t), Some(Dim::Known(d))) => t.checked_add(*d),
                         _ => None,
                     };
                 }

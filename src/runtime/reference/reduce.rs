@@ -3,7 +3,7 @@
 use ndarray::{ArrayD, ArrayViewMut1, Axis, Ix2, IxDyn};
 
 use super::common::{
-    input, int_list, norm_axes, norm_axis, opt_input, unsupported_type, Float, Num,
+    bits, check_out, input, int_list, norm_axes, norm_axis, opt_input, unsupported_type, Float, Num,
 };
 use super::{KernelCtx, KernelResult};
 use crate::tensor::Tensor;
@@ -51,6 +51,18 @@ fn reduce(
     } else {
         norm_axes(op, &axes, rank)?
     };
+    // Reducing an empty axis yields identity values over the other axes, which can be far larger
+    // than the (empty) input: check the output against the limit first.
+    let out_shape: Vec<usize> = (0..rank)
+        .map(|d| {
+            if axes.contains(&d) {
+                1
+            } else {
+                data.shape()[d]
+            }
+        })
+        .collect();
+    check_out(ctx, op, &out_shape, bits(data.dtype()))?;
     Ok(vec![match data {
         Tensor::F32(a) => Tensor::F32(reduce_typed(op, a, &axes, keepdims, mean)?),
         Tensor::F64(a) => Tensor::F64(reduce_typed(op, a, &axes, keepdims, mean)?),
@@ -111,6 +123,11 @@ pub fn softmax(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 fn softmax_typed<T: Float>(ctx: &KernelCtx, a: &ArrayD<T>) -> Result<ArrayD<T>, String> {
     const OP: &str = "Softmax";
     let rank = a.ndim();
+    if a.is_empty() {
+        // Nothing to normalize; also avoids walking billions of empty lanes.
+        norm_axis(OP, ctx.node.attr_int("axis").unwrap_or(-1), rank)?;
+        return Ok(a.clone());
+    }
     let mut out = a.as_standard_layout().into_owned();
     if ctx.opset >= 13 {
         let axis = norm_axis(OP, ctx.node.attr_int("axis").unwrap_or(-1), rank)?;
