@@ -136,6 +136,21 @@ impl Engine {
                             }
                         }
                         Proposal::Rewrite(patch) => {
+                            // Subgraphs read outer values by name; redirecting one would leave
+                            // the body naming a value that no longer exists.
+                            if let Some(v) = captured_redirect(model, &patch) {
+                                let node = model.graph.node(id);
+                                rejected.push(Rejection {
+                                    rule: rule.name().to_string(),
+                                    candidate: node.label(id),
+                                    op_type: node.op_type.clone(),
+                                    reason: format!(
+                                        "'{}' is read by name inside a subgraph",
+                                        model.graph.name(v)
+                                    ),
+                                });
+                                continue;
+                            }
                             let event = apply(model, patch, rule.name(), iterations)?;
                             if self.verify_each {
                                 verify(model).map_err(|e| {
@@ -164,6 +179,16 @@ impl Engine {
             stop,
         })
     }
+}
+
+/// A redirected value that some node's subgraph reads implicitly, if any.
+fn captured_redirect(model: &Model, patch: &Patch) -> Option<ValueId> {
+    let g = &model.graph;
+    patch.redirect.iter().map(|&(from, _)| from).find(|&v| {
+        g.consumers(v)
+            .iter()
+            .any(|&c| g.node(c).implicit_inputs.contains(&v))
+    })
 }
 
 /// Applies one patch. Fails (without touching the graph) if it removes a node that is gone.

@@ -1,0 +1,188 @@
+//! dce, identity and const_fold: exact op counts, parity, and the cases they must leave alone.
+
+mod common;
+
+use common::{ops, parity};
+use fuselab::ir::builder::{dims, sym, GraphBuilder};
+use fuselab::ir::{attr, verify::verify, Model};
+use fuselab::passes::{optimize, Trace};
+use fuselab::{DType, Tensor};
+
+fn run(m: &Model, rules: &[&str]) -> (Model, Trace) {
+    let mut opt = m.clone();
+    let trace = optimize(&mut opt, rules).unwrap();
+    verify(&opt).unwrap();
+    (opt, trace)
+}
+
+fn count(v: &[(&str, usize)]) -> Vec<(String, usize)> {
+    v.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+}
+
+#[test]
+fn dce_removes_only_dead_nodes() {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("N")]);
+    let live = b.op("Relu", &[x], vec![]);
+    let dead = b.op("Neg", &[x], vec![]);
+    b.op("Exp", &[dead], vec![]); // dead chain: Neg → Exp, read by nothing
+    b.output(live, "Y");
+    let m = b.build();
+    let (opt, trace) = run(&m, &["dce"]);
+    assert_eq!(ops(&opt), count(&[("Relu", 1)]));
+    assert_eq!(trace.rewrites.len(), 2);
+    assert_eq!(parity(&m, &opt, &[("N", 5)]).max_abs_diff, 0.0);
+}
+
+#[test]
+fn identity_is_removed_and_output_names_survive() {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("N")]);
+    let r = b.op("Relu", &[x], vec![]);
+    let i1 = b.op("Identity", &[r], vec![]);
+    let n = b.op("Neg", &[i1], vec![]);
+    let i2 = b.op("Identity", &[n], vec![]);
+    b.output(i2, "Y");
+    let m = b.build();
+    let (opt, _) = run(&m, &["identity"]);
+    assert_eq!(ops(&opt), count(&[("Neg", 1), ("Relu", 1)]));
+    assert_eq!(opt.graph.name(opt.graph.outputs[0]), "Y");
+    assert_eq!(parity(&m, &opt, &[("N", 5)]).max_abs_diff, 0.0);
+}
+
+#[test]
+fn identity_from_graph_input_to_graph_output_stays() {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("N")]);
+    let y = b.op("Identity", &[x], vec![]);
+    b.output(y, "Y");
+    let (opt, trace) = run(&b.build(), &["identity"]);
+    assert_eq!(ops(&opt), count(&[("Identity", 1)]));
+    assert!(
+        trace.rejected[0]
+            .reason
+            .contains("fed directly by graph input"),
+        "{:?}",
+        trace.rejected
+    );
+}
+
+#[test]
+fn const_fold_evaluates_constant_subgraphs_only() {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, dims(&[3]));
+    let c = b.op(
+        "Constant",
+        &[],
+        vec![attr::floats("value_floats", &[1.0, 2.0, 3.0])],
+    );
+    let w = b.initializer(
+        "W",
+        &Tensor::F32(ndarray::arr1(&[0.5f32, 0.25, 2.0]).into_dyn()),
+    );
+    let cw = b.op("Mul", &[c, w], vec![]); // constant: folds
+    let y = b.op("Add", &[x, cw], vec![]); // reads X: stays
+    b.output(y, "Y");
+    let m = b.build();
+    let (opt, trace) = run(&m, &["const_fold"]);
+    assert_eq!(ops(&opt), count(&[("Add", 1)]));
+    assert_eq!(trace.rewrites.len(), 2); // the Constant, then the Mul
+                                         // The folded Mul's output is an initializer; W and the Constant's value are gone.
+    assert_eq!(opt.graph.initializers().count(), 1);
+    assert_eq!(parity(&m, &opt, &[]).max_abs_diff, 0.0);
+}
+
+#[test]
+fn const_fold_leaves_large_outputs_and_overridable_initializers() {
+    // EyeLike of a 2048x2048 constant would fold into 4M elements: over the folding limit.
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, dims(&[2048, 2048]));
+    let big = b.initializer(
+        "Z",
+        &Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[2048, 2048]))),
+    );
+    let e = b.op("EyeLike", &[big], vec![]);
+    let y = b.op("Add", &[e, x], vec![]);
+    b.output(y, "Y");
+    let (opt, trace) = run(&b.build(), &["const_fold"]);
+    assert_eq!(ops(&opt), count(&[("Add", 1), ("EyeLike", 1)]));
+    assert!(
+        trace
+            .rejected
+            .iter()
+            .any(|r| r.reason.contains("folding limit")),
+        "{:?}",
+        trace.rejected
+    );
+
+    // An initializer that is also a graph input is a default, not a constant.
+    let mut b = GraphBuilder::new("g", 17);
+    let w = b.initializer("W", &Tensor::F32(ndarray::arr1(&[1.0f32]).into_dyn()));
+    b.graph.inputs.push(w);
+    let y = b.op("Neg", &[w], vec![]);
+    b.output(y, "Y");
+    let (opt, _) = run(&b.build(), &["const_fold"]);
+    assert_eq!(ops(&opt), count(&[("Neg", 1)]));
+}
+
+#[test]
+fn values_read_by_subgraphs_are_not_redirected() {
+    use fuselab::onnx::proto::{attribute_type, AttributeProto, GraphProto, NodeProto};
+    // If(cond) { then: Relu(y) } else { Neg(y) }, where y = Identity(X) in the outer graph.
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, dims(&[2]));
+    let cond = b.input("C", DType::BOOL, dims(&[]));
+    let y = b.op("Identity", &[x], vec![]);
+    let y_name = b.graph.name(y).to_string();
+    let branch = |op: &str| GraphProto {
+        name: op.into(),
+        node: vec![NodeProto {
+            op_type: op.into(),
+            input: vec![y_name.clone()],
+            output: vec![format!("{op}_out")],
+            ..Default::default()
+        }],
+        output: vec![fuselab::onnx::proto::ValueInfoProto {
+            name: format!("{op}_out"),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let graph_attr = |name: &str, g: GraphProto| AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::GRAPH,
+        g: Some(Box::new(g)),
+        ..Default::default()
+    };
+    let out = b.node(
+        "",
+        "If",
+        &[Some(cond)],
+        1,
+        vec![
+            graph_attr("then_branch", branch("Relu")),
+            graph_attr("else_branch", branch("Neg")),
+        ],
+    )[0];
+    let if_id = b.graph.producer(out).unwrap();
+    let node = b.graph.remove_node(if_id);
+    let mut node = node;
+    node.implicit_inputs = vec![y];
+    b.graph.add_node(node).unwrap();
+    b.output(out, "Z");
+    let m = b.build();
+    verify(&m).unwrap();
+    let (opt, trace) = run(&m, &["identity", "dce"]);
+    assert_eq!(ops(&opt), count(&[("Identity", 1), ("If", 1)]));
+    assert!(
+        trace
+            .rejected
+            .iter()
+            .any(|r| r.reason.contains("read by name inside a subgraph")),
+        "{:?}",
+        trace.rejected
+    );
+    // And the saved model still loads: the body's reference resolves.
+    let bytes = fuselab::onnx::to_bytes(&opt).unwrap();
+    fuselab::onnx::load_bytes(&bytes, &Default::default()).unwrap();
+}
