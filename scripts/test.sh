@@ -11,8 +11,13 @@ step "cargo fmt --check"
 cargo fmt --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
+step "cargo clippy (wasm32: lib and the wasm test)"
+cargo clippy --target wasm32-unknown-unknown --lib --test wasm -- -D warnings
 step "wasm build (wasm32-unknown-unknown, lib)"
 cargo build --lib --release --target wasm32-unknown-unknown
+step "wasm tests (wasm-bindgen-test-runner on node)"
+CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+  cargo test --target wasm32-unknown-unknown --test wasm
 step "cargo test"
 cargo test
 step "release CLI for the Python client tests"

@@ -17,3 +17,6 @@ pub use tensor::{DType, Tensor};
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;
+
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;
