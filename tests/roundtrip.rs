@@ -135,3 +135,279 @@ fn passes_are_sound_on_every_corpus_model() {
     assert!(rewritten > 10, "the passes changed only {rewritten} models");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A model with every part ONNX has: metadata, functions, training info, sparse initializers,
+/// quantization annotations, value_info with symbolic dims and denotations, an attribute of
+/// every kind (subgraphs included) and tensors of every element type in raw and typed storage.
+#[test]
+fn every_part_of_a_model_survives_a_round_trip() {
+    use fuselab::onnx::proto::{
+        attribute_type as at, data_type as dt, type_proto, AttributeProto, Dim, Dimension,
+        FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, SparseTensorProto,
+        StringStringEntryProto, TensorAnnotation, TensorProto, TensorShapeProto, TrainingInfoProto,
+        TypeProto, ValueInfoProto,
+    };
+    let kv = |k: &str, v: &str| StringStringEntryProto {
+        key: k.into(),
+        value: v.into(),
+    };
+    let sym_type = |elem: i32| TypeProto {
+        value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+            elem_type: elem,
+            shape: Some(TensorShapeProto {
+                dim: vec![
+                    Dimension {
+                        value: Some(Dim::DimParam("batch".into())),
+                        denotation: "DATA_BATCH".into(),
+                    },
+                    Dimension {
+                        value: Some(Dim::DimValue(4)),
+                        denotation: String::new(),
+                    },
+                    Dimension::default(),
+                ],
+            }),
+        })),
+        denotation: "TENSOR".into(),
+    };
+    let vi = |name: &str| ValueInfoProto {
+        name: name.into(),
+        r#type: Some(sym_type(dt::FLOAT)),
+        doc_string: format!("doc of {name}"),
+        metadata_props: vec![kv("origin", name)],
+    };
+    // One tensor per element type: raw_data for each, plus the typed fields where they exist.
+    let mut tensors = Vec::new();
+    for ty in 1..=28 {
+        if ty == dt::STRING {
+            continue;
+        }
+        let bits = fuselab::DType(ty).bits().unwrap() as usize;
+        tensors.push(TensorProto {
+            name: format!("raw_{ty}"),
+            dims: vec![2, 4],
+            data_type: ty,
+            raw_data: (0..(8 * bits).div_ceil(8)).map(|i| i as u8).collect(),
+            doc_string: "raw".into(),
+            metadata_props: vec![kv("k", "v")],
+            ..Default::default()
+        });
+    }
+    let typed = |name: &str, ty: i32| TensorProto {
+        name: name.into(),
+        dims: vec![2],
+        data_type: ty,
+        ..Default::default()
+    };
+    tensors.push(TensorProto {
+        float_data: vec![1.5, -0.0],
+        ..typed("f32", dt::FLOAT)
+    });
+    tensors.push(TensorProto {
+        double_data: vec![1e300, 2.0],
+        ..typed("f64", dt::DOUBLE)
+    });
+    tensors.push(TensorProto {
+        int64_data: vec![i64::MIN, 7],
+        ..typed("i64", dt::INT64)
+    });
+    tensors.push(TensorProto {
+        int32_data: vec![0x3c00, 0x7e00],
+        ..typed("f16", dt::FLOAT16)
+    });
+    tensors.push(TensorProto {
+        int32_data: vec![0x3f80, 0xffc0],
+        ..typed("bf16", dt::BFLOAT16)
+    });
+    tensors.push(TensorProto {
+        int32_data: vec![1, 0],
+        ..typed("bool", dt::BOOL)
+    });
+    tensors.push(TensorProto {
+        uint64_data: vec![u64::MAX, 1],
+        ..typed("u64", dt::UINT64)
+    });
+    tensors.push(TensorProto {
+        string_data: vec![b"hello".to_vec(), vec![0xff, 0x00]],
+        ..typed("str", dt::STRING)
+    });
+    let sparse = SparseTensorProto {
+        values: Some(TensorProto {
+            float_data: vec![3.0],
+            ..typed("sp", dt::FLOAT)
+        }),
+        indices: Some(TensorProto {
+            int64_data: vec![1],
+            dims: vec![1],
+            ..typed("", dt::INT64)
+        }),
+        dims: vec![4],
+    };
+    let body = GraphProto {
+        name: "body".into(),
+        node: vec![NodeProto {
+            op_type: "Neg".into(),
+            input: vec!["X".into()],
+            output: vec!["b".into()],
+            ..Default::default()
+        }],
+        output: vec![vi("b")],
+        ..Default::default()
+    };
+    let a = |name: &str, ty: i32| AttributeProto {
+        name: name.into(),
+        r#type: ty,
+        doc_string: format!("attr {name}"),
+        ..Default::default()
+    };
+    let attrs = vec![
+        AttributeProto {
+            f: 0.5,
+            ..a("f", at::FLOAT)
+        },
+        AttributeProto {
+            i: -3,
+            ..a("i", at::INT)
+        },
+        AttributeProto {
+            s: b"s".to_vec(),
+            ..a("s", at::STRING)
+        },
+        AttributeProto {
+            t: Some(tensors[0].clone()),
+            ..a("t", at::TENSOR)
+        },
+        AttributeProto {
+            g: Some(Box::new(body.clone())),
+            ..a("g", at::GRAPH)
+        },
+        AttributeProto {
+            floats: vec![1.0, f32::NAN],
+            ..a("floats", at::FLOATS)
+        },
+        AttributeProto {
+            ints: vec![1, -1],
+            ..a("ints", at::INTS)
+        },
+        AttributeProto {
+            strings: vec![b"a".to_vec()],
+            ..a("strings", at::STRINGS)
+        },
+        AttributeProto {
+            tensors: tensors[1..3].to_vec(),
+            ..a("tensors", at::TENSORS)
+        },
+        AttributeProto {
+            graphs: vec![body.clone()],
+            ..a("graphs", at::GRAPHS)
+        },
+        AttributeProto {
+            sparse_tensor: Some(sparse.clone()),
+            ..a("sp", at::SPARSE_TENSOR)
+        },
+        AttributeProto {
+            sparse_tensors: vec![sparse.clone()],
+            ..a("sps", at::SPARSE_TENSORS)
+        },
+        AttributeProto {
+            tp: Some(sym_type(dt::INT64)),
+            ..a("tp", at::TYPE_PROTO)
+        },
+        AttributeProto {
+            type_protos: vec![sym_type(dt::BOOL)],
+            ..a("tps", at::TYPE_PROTOS)
+        },
+        AttributeProto {
+            ref_attr_name: "outer".into(),
+            ..a("ref", at::INT)
+        },
+    ];
+    let graph = GraphProto {
+        name: "everything".into(),
+        doc_string: "graph doc".into(),
+        input: vec![vi("X")],
+        output: vec![vi("Y")],
+        initializer: tensors.clone(),
+        sparse_initializer: vec![sparse],
+        value_info: vec![vi("mid")],
+        quantization_annotation: vec![TensorAnnotation {
+            tensor_name: "mid".into(),
+            quant_parameter_tensor_names: vec![kv("SCALE_TENSOR", "raw_1")],
+        }],
+        metadata_props: vec![kv("graph", "meta")],
+        node: vec![
+            NodeProto {
+                op_type: "Custom".into(),
+                domain: "com.example".into(),
+                name: "custom".into(),
+                overload: "v2".into(),
+                input: vec!["X".into(), String::new(), "raw_1".into()],
+                output: vec!["mid".into(), String::new()],
+                attribute: attrs.clone(),
+                doc_string: "node doc".into(),
+                metadata_props: vec![kv("node", "meta")],
+                ..Default::default()
+            },
+            NodeProto {
+                op_type: "Relu".into(),
+                name: "relu".into(),
+                input: vec!["mid".into()],
+                output: vec!["Y".into()],
+                ..Default::default()
+            },
+        ],
+    };
+    let opset = |d: &str, v: i64| OperatorSetIdProto {
+        domain: d.into(),
+        version: v,
+    };
+    let model = ModelProto {
+        ir_version: 10,
+        opset_import: vec![opset("", 21), opset("com.example", 1)],
+        producer_name: "test".into(),
+        producer_version: "1".into(),
+        domain: "org.example".into(),
+        model_version: 3,
+        doc_string: "model doc".into(),
+        graph: Some(graph),
+        metadata_props: vec![kv("author", "fuselab")],
+        training_info: vec![TrainingInfoProto {
+            initialization: Some(body.clone()),
+            algorithm: Some(body.clone()),
+            initialization_binding: vec![kv("a", "b")],
+            update_binding: vec![kv("c", "d")],
+        }],
+        functions: vec![FunctionProto {
+            name: "Custom".into(),
+            domain: "com.example".into(),
+            overload: "v2".into(),
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            attribute: vec!["alpha".into()],
+            attribute_proto: vec![AttributeProto {
+                f: 1.0,
+                ..a("beta", at::FLOAT)
+            }],
+            node: vec![NodeProto {
+                op_type: "Relu".into(),
+                input: vec!["x".into()],
+                output: vec!["y".into()],
+                attribute: vec![attrs[0].clone()],
+                ..Default::default()
+            }],
+            opset_import: vec![opset("", 21)],
+            value_info: vec![vi("y")],
+            metadata_props: vec![kv("fn", "meta")],
+            doc_string: "function doc".into(),
+        }],
+        configuration: vec![],
+    };
+    let bytes = model.encode_to_vec();
+    let loaded = fuselab::onnx::load_bytes(&bytes, &Default::default()).unwrap();
+    let saved = to_model_proto(&loaded).unwrap();
+    assert_eq!(
+        saved.encode_to_vec(),
+        bytes,
+        "saved model differs from the original"
+    );
+}
