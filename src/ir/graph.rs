@@ -42,6 +42,8 @@ pub struct Graph {
     pub outputs: Vec<ValueId>,
     /// Initializers in file order, data inlined (external data already read).
     initializers: Vec<(ValueId, TensorProto)>,
+    /// Position in `initializers` by value.
+    init_pos: HashMap<ValueId, usize>,
     /// GraphProto.value_info entries, kept verbatim; saved while their value is still produced.
     pub value_info: Vec<(ValueId, ValueInfoProto)>,
     pub extra: GraphExtra,
@@ -151,10 +153,7 @@ impl Graph {
     }
 
     pub fn initializer(&self, id: ValueId) -> Option<&TensorProto> {
-        self.initializers
-            .iter()
-            .find(|(v, _)| *v == id)
-            .map(|(_, t)| t)
+        self.init_pos.get(&id).map(|&i| &self.initializers[i].1)
     }
 
     /// A constant: an initializer that is not also a graph input (inputs may override it).
@@ -168,10 +167,12 @@ impl Graph {
     /// Adds an initializer under the value's name.
     pub fn set_initializer(&mut self, id: ValueId, mut t: TensorProto) {
         t.name = self.name(id).to_string();
-        if let Some(slot) = self.initializers.iter_mut().find(|(v, _)| *v == id) {
-            slot.1 = t;
-        } else {
-            self.initializers.push((id, t));
+        match self.init_pos.get(&id) {
+            Some(&i) => self.initializers[i].1 = t,
+            None => {
+                self.init_pos.insert(id, self.initializers.len());
+                self.initializers.push((id, t));
+            }
         }
     }
 
@@ -190,6 +191,12 @@ impl Graph {
         let mut it = keep.iter();
         self.initializers
             .retain(|_| *it.next().expect("same length"));
+        self.init_pos = self
+            .initializers
+            .iter()
+            .enumerate()
+            .map(|(i, (v, _))| (*v, i))
+            .collect();
         before - self.initializers.len()
     }
 
