@@ -1,7 +1,11 @@
 //! Size limits, checked before anything is allocated from sizes a model declares.
 
-/// Default cap on any one tensor (decoded initializer, kernel output, random input): 4 GiB.
+/// Default cap on any one tensor (decoded initializer, kernel output, random input): 4 GiB
+/// natively, 1 GiB on wasm32 (whose allocations cannot pass 2 GiB).
+#[cfg(not(target_arch = "wasm32"))]
 pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 4 << 30;
+#[cfg(target_arch = "wasm32")]
+pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 1 << 30;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -44,7 +48,8 @@ impl Limits {
         let bytes = n.checked_mul(bits).map(|b| b.div_ceil(8)).ok_or_else(|| {
             crate::Error::limit(format!("{what}: byte size of {dims:?} overflows"))
         })?;
-        if bytes > self.max_tensor_bytes {
+        // An allocation may not pass isize::MAX bytes (2 GiB on 32-bit targets).
+        if bytes > self.max_tensor_bytes || bytes > isize::MAX as u64 {
             return Err(crate::Error::limit(format!(
                 "{what}: dims {dims:?} need {bytes} bytes, over the {} byte limit",
                 self.max_tensor_bytes

@@ -321,6 +321,17 @@ fn external_data_is_read_beside_the_model() {
         assert!(err.contains(needle), "{name}: {err}");
         cli_rejects_file(&p, needle);
     }
+    // A symlink inside the folder that points out of it is refused too.
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("link.bin")).ok();
+    let m = model(graph(
+        vec![node("Add", &["X", "W"], &["Y"])],
+        vec![external("link.bin", 8)],
+    ));
+    let p = dir.join("symlink.onnx");
+    std::fs::write(&p, m.encode_to_vec()).unwrap();
+    let err = load_file(&p, &Limits::default()).unwrap_err().to_string();
+    assert!(err.contains("outside the model's folder"), "{err}");
+    cli_rejects_file(&p, "outside the model's folder");
     // Length that disagrees with the dims.
     let m = model(graph(
         vec![node("Add", &["X", "W"], &["Y"])],
@@ -375,4 +386,27 @@ fn kernel_outputs_are_checked_against_the_limit_before_allocating() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("over the 1048576 byte limit"), "{err}");
+}
+
+#[test]
+fn overflowing_declared_dims_in_shape_inference_do_not_panic() {
+    // X: f32[2^62, 4] reshaped to [-1]: the element count overflows i64 during inference.
+    let mut x = vi("X");
+    x.r#type = Some(
+        fuselab::ir::TensorType::new(
+            fuselab::DType::F32,
+            vec![fuselab::ir::Dim::Known(1 << 62), fuselab::ir::Dim::Known(4)],
+        )
+        .to_proto(),
+    );
+    let shape = TensorProto {
+        name: "S".into(),
+        dims: vec![3],
+        data_type: data_type::INT64,
+        int64_data: vec![-1, 1 << 32, 1 << 32],
+        ..Default::default()
+    };
+    let mut g = graph(vec![node("Reshape", &["X", "S"], &["Y"])], vec![shape]);
+    g.input = vec![x];
+    let _ = load_bytes(&model(g).encode_to_vec(), &LoadOptions::default());
 }

@@ -141,3 +141,33 @@ fn does_not_fuse_when_shapes_are_unknown_names() {
         trace.rejected
     );
 }
+
+#[test]
+fn does_not_fuse_through_a_squeeze_with_explicitly_empty_axes() {
+    // Squeeze(Z [1,N,N], axes=[]) squeezes nothing (ONNX reference semantics): S stays
+    // [1,N,N], so Add(EyeLike(X), S) broadcasts and must not become AddEyeLike(S).
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("N"), sym("N")]);
+    let z = b.input(
+        "Z",
+        DType::F32,
+        vec![dims(&[1])[0].clone(), sym("N"), sym("N")],
+    );
+    let axes = b.initializer("axes", &fuselab::Tensor::from_i64s(&[]));
+    let s = b.op("Squeeze", &[z, axes], vec![]);
+    let e = b.op("EyeLike", &[x], vec![]);
+    let y = b.op("Add", &[e, s], vec![]);
+    b.output(y, "Y");
+    let m = b.build();
+    assert_eq!(m.graph.value(s).ty.rank(), Some(3));
+    let (opt, trace) = fuse(&m);
+    assert_eq!(opt.graph.node_count(), 3);
+    assert!(
+        trace
+            .rejected
+            .iter()
+            .any(|r| r.reason.contains("broadcast")),
+        "{:?}",
+        trace.rejected
+    );
+}

@@ -367,8 +367,15 @@ fn run_model(path: &Path, inputs: &[String], out: &Path, run: &RunArgs) -> Resul
     let inputs = random_inputs(&model, &given, &run.dims()?, run.seed, &limits)?;
     let outputs = execute(&model, &inputs, &limits)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out.display(), e))?;
+    let mut stems = std::collections::HashSet::new();
     for (name, t) in &outputs {
-        let file = out.join(format!("{}.npy", npy::file_stem(name)));
+        let stem = npy::file_stem(name);
+        if !stems.insert(stem.clone()) {
+            return Err(Error::Other(format!(
+                "two outputs map to the same file {stem}.npy; rename one of them"
+            )));
+        }
+        let file = out.join(format!("{stem}.npy"));
         npy::write(&file, t)?;
         println!(
             "{} {:?} {} -> {}",

@@ -273,9 +273,8 @@ impl Graph {
         node
     }
 
-    /// Makes every reader of `from` (nodes and graph outputs) read `to` instead.
-    /// A graph output keeps its name: the caller must not redirect a graph output unless the
-    /// interface change is intended (rules check `is_graph_output` first).
+    /// Makes every reader of `from` (nodes and graph outputs) read `to` instead. Redirecting a
+    /// graph output renames the graph's interface: rules check `is_graph_output` first.
     pub fn replace_uses(&mut self, from: ValueId, to: ValueId) {
         if from == to {
             return;

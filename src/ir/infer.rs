@@ -161,8 +161,16 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
             let rank = ty(0).rank().map(|r| r as i64);
             let len = rank.map(|r| {
                 let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r);
-                let start = clamp(node.attr_int("start").unwrap_or(0));
-                let end = clamp(node.attr_int("end").unwrap_or(r));
+                // start/end exist from opset 15.
+                let attr = |n: &str, d: i64| {
+                    if opset >= 15 {
+                        node.attr_int(n).unwrap_or(d)
+                    } else {
+                        d
+                    }
+                };
+                let start = clamp(attr("start", 0));
+                let end = clamp(attr("end", r));
                 (end - start).max(0)
             });
             one(TensorType {
@@ -242,7 +250,7 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
         "Reshape" => {
             let x = ty(0);
             let shape = const_ints(g, node.input(1)).map(|target| {
-                let allowzero = node.attr_int("allowzero").unwrap_or(0) != 0;
+                let allowzero = opset >= 14 && node.attr_int("allowzero").unwrap_or(0) != 0;
                 let src = x.shape.clone();
                 let mut out: Vec<Dim> = target
                     .iter()
@@ -256,23 +264,25 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                         d => Dim::Known(d),
                     })
                     .collect();
-                if let (Some(pos), Some(total)) = (
-                    target.iter().position(|&d| d == -1),
-                    x.static_shape().map(|s| s.iter().product::<i64>()),
-                ) {
-                    let rest: Option<i64> = out
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| *i != pos)
-                        .map(|(_, d)| {
-                            if let Dim::Known(v) = d {
-                                Some(*v)
-                            } else {
-                                None
-                            }
-                        })
-                        .product();
-                    if let Some(r) = rest.filter(|&r| r > 0) {
+                // Declared dims are not size-checked: every product is checked arithmetic.
+                let product = |dims: &mut dyn Iterator<Item = Option<i64>>| {
+                    let mut acc = 1i64;
+                    for d in dims {
+                        acc = acc.checked_mul(d.filter(|&d| d >= 0)?)?;
+                    }
+                    Some(acc)
+                };
+                let total = x
+                    .static_shape()
+                    .and_then(|s| product(&mut s.iter().map(|&d| Some(d))));
+                if let (Some(pos), Some(total)) = (target.iter().position(|&d| d == -1), total) {
+                    let rest = product(&mut out.iter().enumerate().filter(|(i, _)| *i != pos).map(
+                        |(_, d)| match d {
+                            Dim::Known(v) => Some(*v),
+                            _ => None,
+                        },
+                    ));
+                    if let Some(r) = rest.filter(|&r| r > 0 && total % r == 0) {
                         out[pos] = Dim::Known(total / r);
                     }
                 }
@@ -301,7 +311,14 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                         .unwrap_or_default(),
                 )
             };
+            // The Squeeze kernel treats an explicitly empty `axes` input as "squeeze nothing"
+            // (as the ONNX reference does); only absent axes squeeze every size-1 dim.
+            let explicit_empty_squeeze = node.op_type == "Squeeze"
+                && axes_from_input
+                && node.input(1).is_some()
+                && axes.as_ref().is_some_and(|a| a.is_empty());
             let shape = match (x.shape.as_ref(), axes) {
+                (Some(s), _) if explicit_empty_squeeze => Some(s.clone()),
                 (Some(s), Some(axes)) => reduce_like_shape(node, s, &axes),
                 _ => None,
             };

@@ -233,8 +233,35 @@ fn read_external(t: &TensorProto, opts: &LoadOptions) -> Result<Vec<u8>> {
             })?;
             slice(data)
         }
-        ExternalData::Dir(dir) => read_range(&dir.join(rel), &t.name, &loc, offset, want),
+        ExternalData::Dir(dir) => {
+            let path = inside_dir(dir, &rel, &t.name, &loc)?;
+            read_range(&path, &t.name, &loc, offset, want)
+        }
     }
+}
+
+/// `dir/rel`, resolved through symlinks, provided it is still inside `dir` and a regular file:
+/// a textual check alone would let `w.bin -> /etc/passwd` out.
+fn inside_dir(dir: &Path, rel: &Path, tensor: &str, loc: &str) -> Result<PathBuf> {
+    let ctx = || format!("tensor '{tensor}': external data '{loc}'");
+    let root = dir
+        .canonicalize()
+        .map_err(|e| Error::io(dir.display(), e))?;
+    let target = root
+        .join(rel)
+        .canonicalize()
+        .map_err(|e| Error::io(ctx(), e))?;
+    if !target.starts_with(&root) {
+        return Err(Error::invalid(format!(
+            "{} resolves to {}, outside the model's folder",
+            ctx(),
+            target.display()
+        )));
+    }
+    if !target.is_file() {
+        return Err(Error::invalid(format!("{} is not a regular file", ctx())));
+    }
+    Ok(target)
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -71,8 +71,19 @@ pub fn to_model_proto(m: &Model) -> Result<ModelProto> {
     })
 }
 
+/// Protobuf readers (onnx, onnxruntime) refuse messages of 2 GiB or more.
+pub const MAX_PROTO_BYTES: usize = (2 << 30) - 1;
+
 pub fn to_bytes(m: &Model) -> Result<Vec<u8>> {
-    Ok(to_model_proto(m)?.encode_to_vec())
+    let proto = to_model_proto(m)?;
+    let len = proto.encoded_len();
+    if len > MAX_PROTO_BYTES {
+        return Err(crate::Error::limit(format!(
+            "the saved model would be {len} bytes, over protobuf's 2 GiB limit \
+             (saving weights as external data is not implemented yet)"
+        )));
+    }
+    Ok(proto.encode_to_vec())
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -24,6 +24,11 @@ impl Rule for ConstantFolding {
         if !node.implicit_inputs.is_empty() || node.outputs.iter().all(|o| o.is_none()) {
             return Proposal::NoMatch;
         }
+        if model.proto.ir_version < 4 {
+            // Before IR 4 every initializer must also be a graph input, which makes it
+            // overridable: nothing is constant.
+            return Proposal::NoMatch;
+        }
         if !node
             .inputs
             .iter()
@@ -39,6 +44,10 @@ impl Rule for ConstantFolding {
             ));
         };
         let limits = Limits::default();
+        // Kernels refuse outputs past the folding cap before allocating them.
+        let fold_limits = Limits {
+            max_tensor_bytes: (MAX_FOLD_ELEMENTS as u64) * 8,
+        };
         let mut args = Vec::with_capacity(node.inputs.len());
         for v in &node.inputs {
             match v {
@@ -55,12 +64,24 @@ impl Rule for ConstantFolding {
         let ctx = KernelCtx {
             node,
             opset: model.opset(&node.domain).unwrap_or(1),
-            limits: &limits,
+            limits: &fold_limits,
         };
         let outs = match kernel(&ctx, &refs) {
             Ok(o) => o,
+            Err(e) if e.contains("byte limit") => {
+                return Proposal::Reject(format!(
+                    "output is over the {MAX_FOLD_ELEMENTS} element folding limit: {e}"
+                ))
+            }
             Err(e) => return Proposal::Reject(format!("evaluation failed: {e}")),
         };
+        if outs.len() < node.outputs.len() {
+            return Proposal::Reject(format!(
+                "kernel gives {} outputs, the node names {}",
+                outs.len(),
+                node.outputs.len()
+            ));
+        }
         if let Some(big) = outs.iter().find(|t| t.len() > MAX_FOLD_ELEMENTS) {
             return Proposal::Reject(format!(
                 "output has {} elements, over the {MAX_FOLD_ELEMENTS} folding limit",

@@ -38,7 +38,7 @@ impl Rule for FuseAddEyeLike {
             return Proposal::NoMatch;
         };
         let feeds_add = g.consumers(e).iter().any(|&c| g.node(c).is("Add"));
-        if !feeds_add {
+        if !feeds_add || eye.outputs.len() != 1 {
             return Proposal::NoMatch;
         }
         let add_id = match sole_consumer(g, e) {
@@ -49,6 +49,9 @@ impl Rule for FuseAddEyeLike {
         let (Some(lhs), Some(rhs), Some(y)) = (add.input(0), add.input(1), add.output(0)) else {
             return Proposal::NoMatch;
         };
+        if add.outputs.len() != 1 || add.inputs.len() != 2 {
+            return Proposal::Reject("Add with other than two inputs and one output".into());
+        }
         if lhs == rhs {
             return Proposal::Reject("Add reads the EyeLike output twice".into());
         }

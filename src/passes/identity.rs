@@ -26,7 +26,9 @@ impl Rule for IdentityElimination {
         let (Some(x), Some(y)) = (node.input(0), node.output(0)) else {
             return Proposal::NoMatch;
         };
-        // An Identity can pass a sequence or optional through; only tensors are known to be safe.
+        if node.outputs.len() != 1 || node.inputs.len() != 1 {
+            return Proposal::Reject("Identity with other than one input and one output".into());
+        }
         if !g.is_graph_output(y) {
             return Proposal::Rewrite(Patch {
                 remove: vec![id],

@@ -172,6 +172,8 @@ impl Engine {
             }
         }
         model.graph.remove_unused_initializers();
+        // Always, not only in debug builds: an invalid graph must never be saved.
+        verify(model).map_err(|e| Error::Other(format!("optimized graph is invalid: {e}")))?;
         Ok(Trace {
             rewrites,
             rejected,

@@ -66,7 +66,19 @@ fn arith_typed<O: BinOp, T: Num>(
     binary_map(ctx, O::NAME, a, b, O::apply::<T>)
 }
 
+/// Opsets before 7 broadcast by `broadcast`/`axis` attributes (axis-aligned, not numpy's
+/// right-aligned rule). Refused rather than computed the modern way, which would be wrong.
+fn refuse_legacy_broadcast(ctx: &KernelCtx, op: &str) -> Result<(), String> {
+    if ctx.node.attr("broadcast").is_some() || (ctx.opset < 7 && ctx.node.attr("axis").is_some()) {
+        return Err(format!(
+            "{op}: the legacy (opset < 7) broadcast/axis attributes are not supported"
+        ));
+    }
+    Ok(())
+}
+
 fn arith<O: BinOp>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    refuse_legacy_broadcast(ctx, O::NAME)?;
     let a = input(O::NAME, inputs, 0)?;
     let b = input(O::NAME, inputs, 1)?;
     let out = match (a, b) {
@@ -113,6 +125,7 @@ fn ipow<T: Num>(base: T, exp: i64) -> T {
 /// exponents of an integer base go through f64 and truncate, as a C cast would.
 pub fn pow(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "Pow";
+    refuse_legacy_broadcast(ctx, OP)?;
     let x = input(OP, inputs, 0)?;
     let y = input(OP, inputs, 1)?;
     if matches!(x, Tensor::I32(_) | Tensor::I64(_)) {
