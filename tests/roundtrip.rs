@@ -411,3 +411,77 @@ fn every_part_of_a_model_survives_a_round_trip() {
         "saved model differs from the original"
     );
 }
+
+/// A node may read a sparse initializer; quantization-annotated initializers survive passes.
+#[test]
+fn sparse_initializers_and_annotated_tensors_are_kept() {
+    use fuselab::onnx::proto::{
+        data_type as dt, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, SparseTensorProto,
+        StringStringEntryProto, TensorAnnotation, TensorProto, ValueInfoProto,
+    };
+    let t = |name: &str, ty: i32, dims: Vec<i64>| TensorProto {
+        name: name.into(),
+        data_type: ty,
+        dims,
+        ..Default::default()
+    };
+    let sparse = SparseTensorProto {
+        values: Some(TensorProto {
+            float_data: vec![3.0],
+            ..t("S", dt::FLOAT, vec![1])
+        }),
+        indices: Some(TensorProto {
+            int64_data: vec![1],
+            ..t("", dt::INT64, vec![1])
+        }),
+        dims: vec![4],
+    };
+    let scale = TensorProto {
+        float_data: vec![0.5],
+        ..t("scale", dt::FLOAT, vec![])
+    };
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(GraphProto {
+            name: "g".into(),
+            node: vec![NodeProto {
+                op_type: "Add".into(),
+                input: vec!["X".into(), "S".into()],
+                output: vec!["Y".into()],
+                ..Default::default()
+            }],
+            input: vec![ValueInfoProto {
+                name: "X".into(),
+                ..Default::default()
+            }],
+            output: vec![ValueInfoProto {
+                name: "Y".into(),
+                ..Default::default()
+            }],
+            initializer: vec![scale],
+            sparse_initializer: vec![sparse],
+            quantization_annotation: vec![TensorAnnotation {
+                tensor_name: "Y".into(),
+                quant_parameter_tensor_names: vec![StringStringEntryProto {
+                    key: "SCALE_TENSOR".into(),
+                    value: "scale".into(),
+                }],
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let bytes = model.encode_to_vec();
+    let mut m = fuselab::onnx::load_bytes(&bytes, &Default::default()).unwrap();
+    assert_eq!(to_model_proto(&m).unwrap().encode_to_vec(), bytes);
+    fuselab::passes::optimize(&mut m, &[]).unwrap();
+    let g = &m.graph;
+    assert!(
+        g.find("scale").and_then(|v| g.initializer(v)).is_some(),
+        "annotated initializer dropped"
+    );
+}

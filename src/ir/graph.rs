@@ -44,6 +44,8 @@ pub struct Graph {
     initializers: Vec<(ValueId, TensorProto)>,
     /// Position in `initializers` by value.
     init_pos: HashMap<ValueId, usize>,
+    /// Values defined by GraphProto.sparse_initializer (kept verbatim in `extra`).
+    pub sparse_values: Vec<ValueId>,
     /// GraphProto.value_info entries, kept verbatim; saved while their value is still produced.
     pub value_info: Vec<(ValueId, ValueInfoProto)>,
     pub extra: GraphExtra,
@@ -176,14 +178,19 @@ impl Graph {
         }
     }
 
-    /// Drops initializers that nothing reads any more.
-    pub fn remove_unused_initializers(&mut self) -> usize {
+    /// Drops initializers that nothing reads any more, except those named in `keep` (names that
+    /// quantization annotations or training bindings refer to).
+    pub fn remove_unused_initializers(
+        &mut self,
+        keep_names: &std::collections::HashSet<String>,
+    ) -> usize {
         let before = self.initializers.len();
         let keep: Vec<bool> = self
             .initializers
             .iter()
             .map(|(v, _)| {
                 !self.consumers[v.0 as usize].is_empty()
+                    || keep_names.contains(self.name(*v))
                     || self.is_graph_output(*v)
                     || self.is_graph_input(*v)
             })
@@ -353,6 +360,9 @@ impl Graph {
 
     /// True if `id` is defined: a graph input, an initializer or a node output.
     pub fn is_defined(&self, id: ValueId) -> bool {
-        self.producer(id).is_some() || self.is_graph_input(id) || self.initializer(id).is_some()
+        self.producer(id).is_some()
+            || self.is_graph_input(id)
+            || self.initializer(id).is_some()
+            || self.sparse_values.contains(&id)
     }
 }

@@ -299,6 +299,11 @@ pub fn free_names(g: &GraphProto) -> Vec<String> {
     for t in &g.initializer {
         defined.insert(&t.name);
     }
+    for sp in &g.sparse_initializer {
+        if let Some(v) = &sp.values {
+            defined.insert(&v.name);
+        }
+    }
     for n in &g.node {
         for o in &n.output {
             defined.insert(o);
@@ -376,6 +381,19 @@ fn build_graph(gp: GraphProto) -> Result<Graph> {
             };
         }
         g.set_initializer(id, t);
+    }
+    for sp in &g.extra.sparse_initializer.clone() {
+        let name = sp.values.as_ref().map(|v| v.name.as_str()).unwrap_or("");
+        if name.is_empty() {
+            return Err(Error::invalid("a sparse initializer has no name"));
+        }
+        let id = g.value_named(name);
+        if g.initializer(id).is_some() || g.sparse_values.contains(&id) {
+            return Err(Error::invalid(format!(
+                "initializer '{name}' is listed twice"
+            )));
+        }
+        g.sparse_values.push(id);
     }
     for np in gp.node {
         let mut node = Node::new(&np.op_type, &np.domain);

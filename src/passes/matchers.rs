@@ -54,3 +54,24 @@ pub fn fresh_node_name(g: &Graph, base: &str) -> String {
         .find(|n| !taken(n))
         .expect("unbounded")
 }
+
+/// Names that something other than a node reads: quantization annotations' parameter tensors and
+/// training bindings. Their initializers must not be dropped, and trainable ones not folded.
+pub fn pinned_names(model: &Model) -> std::collections::HashSet<String> {
+    let mut names = std::collections::HashSet::new();
+    for a in &model.graph.extra.quantization_annotation {
+        names.insert(a.tensor_name.clone());
+        names.extend(
+            a.quant_parameter_tensor_names
+                .iter()
+                .map(|kv| kv.value.clone()),
+        );
+    }
+    for t in &model.proto.training_info {
+        for kv in t.initialization_binding.iter().chain(&t.update_binding) {
+            names.insert(kv.key.clone());
+            names.insert(kv.value.clone());
+        }
+    }
+    names
+}

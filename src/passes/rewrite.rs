@@ -171,7 +171,8 @@ impl Engine {
                 break;
             }
         }
-        model.graph.remove_unused_initializers();
+        let pinned = crate::passes::matchers::pinned_names(model);
+        model.graph.remove_unused_initializers(&pinned);
         // Always, not only in debug builds: an invalid graph must never be saved.
         verify(model).map_err(|e| Error::Other(format!("optimized graph is invalid: {e}")))?;
         Ok(Trace {
