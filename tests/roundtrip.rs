@@ -485,3 +485,30 @@ fn sparse_initializers_and_annotated_tensors_are_kept() {
         "annotated initializer dropped"
     );
 }
+
+#[test]
+fn a_value_that_is_both_input_and_output_keeps_both_declarations() {
+    use fuselab::onnx::proto::{GraphProto, ModelProto, OperatorSetIdProto, ValueInfoProto};
+    let vi = |doc: &str| ValueInfoProto {
+        name: "X".into(),
+        doc_string: doc.into(),
+        ..Default::default()
+    };
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(GraphProto {
+            name: "passthrough".into(),
+            input: vec![vi("as input")],
+            output: vec![vi("as output")],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let bytes = model.encode_to_vec();
+    let m = fuselab::onnx::load_bytes(&bytes, &Default::default()).unwrap();
+    assert_eq!(to_model_proto(&m).unwrap().encode_to_vec(), bytes);
+}

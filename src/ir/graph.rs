@@ -44,6 +44,9 @@ pub struct Graph {
     initializers: Vec<(ValueId, TensorProto)>,
     /// Position in `initializers` by value.
     init_pos: HashMap<ValueId, usize>,
+    /// Declared info of graph outputs that are also graph inputs (their `Value::info` is the
+    /// input's declaration, and the two may differ in doc strings or shape detail).
+    pub output_info: HashMap<ValueId, ValueInfoProto>,
     /// Values defined by GraphProto.sparse_initializer (kept verbatim in `extra`).
     pub sparse_values: Vec<ValueId>,
     /// GraphProto.value_info entries, kept verbatim; saved while their value is still produced.

@@ -458,6 +458,8 @@ fn build_graph(gp: GraphProto) -> Result<Graph> {
         merge_declared(&mut v.ty, ty);
         if v.info.is_none() {
             v.info = Some(vi);
+        } else {
+            g.output_info.insert(id, vi);
         }
         g.outputs.push(id);
     }

@@ -49,7 +49,17 @@ pub fn to_graph_proto(g: &Graph) -> Result<GraphProto> {
         sparse_initializer: g.extra.sparse_initializer.clone(),
         doc_string: g.extra.doc_string.clone(),
         input: g.inputs.iter().map(|&i| value_info(g, i)).collect(),
-        output: g.outputs.iter().map(|&o| value_info(g, o)).collect(),
+        output: g
+            .outputs
+            .iter()
+            .map(|&o| match g.output_info.get(&o) {
+                Some(vi) => ValueInfoProto {
+                    name: g.name(o).to_string(),
+                    ..vi.clone()
+                },
+                None => value_info(g, o),
+            })
+            .collect(),
         value_info: g
             .value_info
             .iter()
