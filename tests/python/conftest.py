@@ -251,7 +251,8 @@ def backend_gaps(fuselab: Fuselab, tmp_path_factory: pytest.TempPathFactory):
 
     def get(model: Path) -> list[str]:
         if model not in cache:
-            cache[model] = missing_ops(fuselab, model, tmp_path_factory.mktemp(f"probe_{model.stem}"))
+            work = tmp_path_factory.mktemp(f"probe_{model.stem}")
+            cache[model] = missing_ops(fuselab, model, work)
         return cache[model]
 
     return get

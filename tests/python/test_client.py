@@ -222,12 +222,12 @@ def test_optimized_model_passes_checker(model: Path, optimized_no_parity):
     assert report["nodes_before"] == len(original.graph.node)
     assert report["nodes_after"] <= report["nodes_before"]
     # The interface is kept: same inputs (in order, with types) and outputs.
-    assert [(v.name, v.type) for v in saved.graph.input if v.name not in
-            {t.name for t in saved.graph.initializer}] == [
-        (v.name, v.type) for v in original.graph.input if v.name not in
-        {t.name for t in original.graph.initializer}]
-    assert [(v.name, v.type) for v in saved.graph.output] == [
-        (v.name, v.type) for v in original.graph.output]
+    def io(m: onnx.ModelProto) -> tuple[list, list]:
+        inits = {t.name for t in m.graph.initializer}
+        ins = [(v.name, v.type) for v in m.graph.input if v.name not in inits]
+        return ins, [(v.name, v.type) for v in m.graph.output]
+
+    assert io(saved) == io(original), "graph inputs/outputs changed"
 
 
 @pytest.mark.parametrize("model", MODELS, ids=model_id)
@@ -305,7 +305,8 @@ def test_optimized_runs_in_onnxruntime(model: Path, dims: dict[str, int], optimi
     got = ort_outputs(opt_path, feeds)
     assert set(got) == set(want), f"outputs {sorted(got)} != {sorted(want)}"
     for name in want:
-        assert_close(got[name], want[name], ORT_MAX_ABS_DIFF, 0.0, f"onnxruntime on optimized {name!r}")
+        what = f"onnxruntime on optimized {name!r}"
+        assert_close(got[name], want[name], ORT_MAX_ABS_DIFF, 0.0, what)
 
 
 # ---------------------------------------------------------------------------------------------
