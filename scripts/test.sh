@@ -20,6 +20,8 @@ CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test --target wasm32-unknown-unknown --test wasm
 step "cargo test"
 cargo test
+step "ONNX conformance summary (per case: target/onnx-node-results.tsv)"
+cargo test -q --test onnx_conformance -- --nocapture 2>&1 | grep -E '^(conformance|per-case)'
 step "release CLI for the Python client tests"
 cargo build --release --bin fuselab
 step "pytest (onnx.checker + onnxruntime as the client)"
