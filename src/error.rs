@@ -16,12 +16,13 @@ pub enum Error {
     /// The graph failed `verify()`.
     #[error("graph verification failed: {0}")]
     Verify(String),
-    /// The reference backend has no kernel for this op.
-    #[error("unsupported op {op_type} (domain '{domain}') at node '{node}'")]
+    /// The reference backend has no kernel for this op (`also` lists the other missing ops).
+    #[error("unsupported op {op_type} (domain '{domain}') at node '{node}'{also}")]
     UnsupportedOp {
         op_type: String,
         domain: String,
         node: String,
+        also: String,
     },
     /// A kernel rejected its inputs or attributes.
     #[error("{op_type} node '{node}': {message}")]

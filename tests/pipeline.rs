@@ -89,3 +89,22 @@ fn parity_can_be_skipped_and_tolerance_must_be_sane() {
         "{err}"
     );
 }
+
+#[test]
+fn unsupported_ops_are_all_named() {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("N")]);
+    let a = b.node("com.example", "Mystery", &[Some(x)], 1, vec![])[0];
+    let c = b.node("", "Acos", &[Some(a)], 1, vec![])[0];
+    let d = b.node("com.example", "Mystery", &[Some(c)], 1, vec![])[0];
+    b.output(d, "Y");
+    let err = fuselab::runtime::reference::Executor::new(&b.build(), &Default::default())
+        .err()
+        .expect("unsupported")
+        .to_string();
+    assert!(
+        err.starts_with("unsupported op Mystery (domain 'com.example') at node 'mystery_1'"),
+        "{err}"
+    );
+    assert!(err.ends_with("; also missing: Acos (ai.onnx)"), "{err}");
+}

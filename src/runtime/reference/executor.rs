@@ -42,28 +42,52 @@ impl Slot<'_> {
 }
 
 impl<'m> Executor<'m> {
-    /// Plans `model`. Fails naming the first node whose op the reference backend lacks.
+    /// Plans `model`. Fails naming the first node whose op the reference backend lacks, and
+    /// listing every other missing op type.
     pub fn new(model: &'m Model, limits: &Limits) -> Result<Executor<'m>> {
         let g = &model.graph;
         let order = g.topo_order()?;
+        let domain_name = |d: &str| {
+            if d.is_empty() {
+                "ai.onnx".to_string()
+            } else {
+                d.to_string()
+            }
+        };
+        let mut missing: Vec<(String, String)> = Vec::new();
+        for &id in &order {
+            let n = g.node(id);
+            let key = (n.op_type.clone(), domain_name(&n.domain));
+            if lookup(&n.domain, &n.op_type).is_none() && !missing.contains(&key) {
+                missing.push(key);
+            }
+        }
         let mut steps = Vec::with_capacity(order.len());
         for &id in &order {
             let node = g.node(id);
-            let kernel =
-                lookup(&node.domain, &node.op_type).ok_or_else(|| Error::UnsupportedOp {
+            let kernel = lookup(&node.domain, &node.op_type).ok_or_else(|| {
+                let others: Vec<String> = missing
+                    .iter()
+                    .skip(1)
+                    .map(|(op, d)| format!("{op} ({d})"))
+                    .collect();
+                Error::UnsupportedOp {
                     op_type: node.op_type.clone(),
-                    domain: if node.domain.is_empty() {
-                        "ai.onnx".into()
-                    } else {
-                        node.domain.clone()
-                    },
+                    domain: domain_name(&node.domain),
                     node: node.label(id),
-                })?;
+                    also: if others.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; also missing: {}", others.join(", "))
+                    },
+                }
+            })?;
             if !node.implicit_inputs.is_empty() {
                 return Err(Error::UnsupportedOp {
                     op_type: format!("{} with subgraphs", node.op_type),
-                    domain: node.domain.clone(),
+                    domain: domain_name(&node.domain),
                     node: node.label(id),
+                    also: String::new(),
                 });
             }
             steps.push(Step {
