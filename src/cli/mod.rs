@@ -223,11 +223,7 @@ fn inspect(path: &Path, json: bool, limits: &Limits) -> Result<i32> {
             .opset_import
             .iter()
             .map(|o| {
-                let d = if o.domain.is_empty() {
-                    "ai.onnx"
-                } else {
-                    &o.domain
-                };
+                let d = crate::ir::model::display_domain(&o.domain);
                 (d.to_string(), o.version)
             })
             .collect(),

@@ -15,16 +15,26 @@ pub struct Model {
     pub proto: ModelProto,
 }
 
-/// "" and "ai.onnx" name the same domain.
-pub fn same_domain(a: &str, b: &str) -> bool {
-    fn norm(d: &str) -> &str {
-        if d == "ai.onnx" {
-            ""
-        } else {
-            d
-        }
+/// The default domain's stored spelling: "" and "ai.onnx" name the same domain.
+pub fn canonical_domain(d: &str) -> &str {
+    if d == "ai.onnx" {
+        ""
+    } else {
+        d
     }
-    norm(a) == norm(b)
+}
+
+/// The default domain's spelling for people: "ai.onnx" rather than "".
+pub fn display_domain(d: &str) -> &str {
+    if d.is_empty() {
+        "ai.onnx"
+    } else {
+        d
+    }
+}
+
+pub fn same_domain(a: &str, b: &str) -> bool {
+    canonical_domain(a) == canonical_domain(b)
 }
 
 impl Model {

@@ -56,7 +56,7 @@ impl Node {
 
     /// True for the default ONNX domain, however it is spelled.
     pub fn is_onnx_domain(&self) -> bool {
-        self.domain.is_empty() || self.domain == "ai.onnx"
+        crate::ir::model::canonical_domain(&self.domain).is_empty()
     }
 
     /// True when this node is `op_type` in the default ONNX domain.

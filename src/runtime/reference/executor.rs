@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use crate::ir::model::display_domain;
 use crate::ir::{Dim, Model, NodeId, ValueId};
 use crate::limits::Limits;
 use crate::onnx::tensor::to_tensor;
@@ -47,13 +48,7 @@ impl<'m> Executor<'m> {
     pub fn new(model: &'m Model, limits: &Limits) -> Result<Executor<'m>> {
         let g = &model.graph;
         let order = g.topo_order()?;
-        let domain_name = |d: &str| {
-            if d.is_empty() {
-                "ai.onnx".to_string()
-            } else {
-                d.to_string()
-            }
-        };
+        let domain_name = |d: &str| display_domain(d).to_string();
         let mut missing: Vec<(String, String)> = Vec::new();
         for &id in &order {
             let n = g.node(id);

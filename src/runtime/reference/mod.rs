@@ -77,7 +77,7 @@ const SUPPORTED: &[(&str, &str)] = &{
 
 /// The kernel for an op, if the reference backend implements it.
 pub fn lookup(domain: &str, op_type: &str) -> Option<Kernel> {
-    let domain = if domain == "ai.onnx" { "" } else { domain };
+    let domain = crate::ir::model::canonical_domain(domain);
     KERNELS
         .iter()
         .find(|(d, op, _)| *d == domain && *op == op_type)
