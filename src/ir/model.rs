@@ -72,4 +72,17 @@ impl Model {
             });
         }
     }
+
+    /// Imports `domain` at `version` or more: an older import is raised to `version`.
+    pub fn require_opset(&mut self, domain: &str, version: i64) {
+        match self
+            .proto
+            .opset_import
+            .iter_mut()
+            .find(|o| same_domain(&o.domain, domain))
+        {
+            Some(o) => o.version = o.version.max(version),
+            None => self.ensure_opset(domain, version),
+        }
+    }
 }

@@ -73,6 +73,14 @@ impl TensorType {
         }
     }
 
+    /// The type of an initializer: its element type and (static) dims.
+    pub fn from_tensor_proto(t: &crate::onnx::proto::TensorProto) -> TensorType {
+        TensorType {
+            dtype: Some(DType(t.data_type)),
+            shape: Some(t.dims.iter().map(|&d| Dim::Known(d)).collect()),
+        }
+    }
+
     pub fn from_proto(tp: &TypeProto) -> TensorType {
         match &tp.value {
             Some(type_proto::Value::TensorType(t)) => TensorType {

@@ -1,6 +1,6 @@
 //! Guards shared by rules: single-consumer checks, constant lookup, unique names.
 
-use crate::ir::{Graph, Model, NodeId, ValueId};
+use crate::ir::{Graph, Model, Node, NodeId, ValueId};
 use crate::limits::Limits;
 use crate::onnx::tensor::to_tensor;
 use crate::tensor::Tensor;
@@ -74,4 +74,157 @@ pub fn pinned_names(model: &Model) -> std::collections::HashSet<String> {
         }
     }
     names
+}
+
+/// How close a pattern constant must be to the value the fused op hard-codes: relative 1e-5,
+/// which accepts every f32/f64 spelling of constants like sqrt(2) or 0.044715 and nothing else.
+pub const CONST_REL_TOL: f64 = 1e-5;
+
+/// The single element of a constant `v` (any rank, one element), as f64.
+pub fn scalar_constant(model: &Model, v: ValueId) -> Option<f64> {
+    let t = constant_value(model, v)?;
+    match t.to_f64_vec().as_slice() {
+        [x] => Some(*x),
+        _ => None,
+    }
+}
+
+/// True when `v` is a one-element constant within `CONST_REL_TOL` of `want`.
+pub fn is_scalar(model: &Model, v: ValueId, want: f64) -> bool {
+    scalar_constant(model, v).is_some_and(|x| (x - want).abs() <= CONST_REL_TOL * want.abs())
+}
+
+/// The producer of `v` when it is `op_type` in the default domain.
+pub fn produced_by<'a>(g: &'a Graph, v: ValueId, op_type: &str) -> Option<(NodeId, &'a Node)> {
+    let id = g.producer(v)?;
+    let n = g.node(id);
+    n.is(op_type).then_some((id, n))
+}
+
+/// For a two-input node that reads `v`, the other input (`v` itself when both inputs are `v`).
+pub fn other_input(node: &Node, v: ValueId) -> Option<ValueId> {
+    match (node.input(0), node.input(1)) {
+        (Some(a), Some(b)) if node.inputs.len() == 2 && a == v => Some(b),
+        (Some(a), Some(b)) if node.inputs.len() == 2 && b == v => Some(a),
+        _ => None,
+    }
+}
+
+/// The single consumer of `v` when it is a default-domain `op_type` node with one output;
+/// otherwise why not, for the report (`what` names `v` in the message).
+pub fn sole_consumer_op<'a>(
+    g: &'a Graph,
+    v: ValueId,
+    op_type: &str,
+    what: &str,
+) -> Result<(NodeId, &'a Node), String> {
+    let id = sole_consumer(g, v).map_err(|why| format!("{what} {why}"))?;
+    let n = g.node(id);
+    if !n.is(op_type) || n.outputs.len() != 1 || n.output(0).is_none() {
+        return Err(format!(
+            "{what} '{}' feeds {} '{}', not {op_type}",
+            g.name(v),
+            n.op_type,
+            n.label(id)
+        ));
+    }
+    Ok((id, n))
+}
+
+/// Element type of `v` when it is f32, else why a com.microsoft fusion (f32 kernels in
+/// onnxruntime's CPU provider) must not fire.
+pub fn require_f32(g: &Graph, v: ValueId) -> Result<(), String> {
+    match g.value(v).ty.dtype {
+        Some(crate::tensor::DType::F32) => Ok(()),
+        Some(d) => Err(format!("'{}' is {d}; the fused op is f32 only", g.name(v))),
+        None => Err(format!("element type of '{}' is unknown", g.name(v))),
+    }
+}
+
+/// A constant 1-D vector of `len` elements (gamma, beta, bias), else why not.
+pub fn require_vector(model: &Model, v: ValueId, len: i64, what: &str) -> Result<(), String> {
+    let g = &model.graph;
+    let Some(t) = constant_value(model, v) else {
+        return Err(format!("{what} '{}' is not a constant", g.name(v)));
+    };
+    if t.shape() != [len as usize] {
+        return Err(format!(
+            "{what} '{}' has shape {:?}, not [{len}] (the hidden size)",
+            g.name(v),
+            t.shape()
+        ));
+    }
+    Ok(())
+}
+
+/// The last dim of `v` when it is statically known (the hidden size of a norm or bias).
+pub fn last_dim(g: &Graph, v: ValueId) -> Result<i64, String> {
+    use crate::ir::types::Dim;
+    match g.value(v).ty.shape.as_deref().and_then(|s| s.last()) {
+        Some(Dim::Known(d)) => Ok(*d),
+        _ => Err(format!(
+            "last dim of '{}' is not statically known (shape {})",
+            g.name(v),
+            g.value(v).ty
+        )),
+    }
+}
+
+/// Matches the tail `0.5 * x * v` shared by the Gelu forms, starting from `v` (the `1 + f(x)`
+/// value): any association and operand order of the two Muls, or `Mul(Mul(x, 0.5), v)`.
+/// Returns the Mul (and inner Mul) nodes and the product value; else why not.
+pub fn half_x_product(
+    model: &Model,
+    v: ValueId,
+    x: ValueId,
+) -> Result<(Vec<NodeId>, ValueId), String> {
+    let g = &model.graph;
+    let (mut need_x, mut need_half) = (true, true);
+    let mut cur = v;
+    let mut nodes = Vec::new();
+    while need_x || need_half {
+        let (id, m) = sole_consumer_op(g, cur, "Mul", "product term")?;
+        let o = other_input(m, cur).ok_or("Mul is not binary")?;
+        if need_x && o == x {
+            need_x = false;
+        } else if need_half && is_scalar(model, o, 0.5) {
+            need_half = false;
+        } else if let Some((inner, n)) = produced_by(g, o, "Mul").filter(|_| need_x && need_half) {
+            let half = other_input(n, x).filter(|&h| is_scalar(model, h, 0.5));
+            if half.is_none() || sole_consumer(g, o).ok() != Some(id) {
+                return Err(format!("'{}' is not a single-use 0.5 * x", g.name(o)));
+            }
+            nodes.push(inner);
+            (need_x, need_half) = (false, false);
+        } else {
+            return Err(format!(
+                "Mul '{}' multiplies by '{}', not by x or 0.5",
+                m.label(id),
+                g.name(o)
+            ));
+        }
+        nodes.push(id);
+        cur = m.output(0).ok_or("Mul has no output")?;
+    }
+    Ok((nodes, cur))
+}
+
+/// When `v` is `Add(x, c)` or `Add(c, x)` with `c` a 1-D constant of `hidden` elements, `x` not
+/// constant, and `v` read only once: (the Add, x, c).
+pub fn bias_add(model: &Model, v: ValueId, hidden: i64) -> Option<(NodeId, ValueId, ValueId)> {
+    let g = &model.graph;
+    let (id, add) = produced_by(g, v, "Add")?;
+    sole_consumer(g, v).ok()?;
+    let (p, q) = (add.input(0)?, add.input(1)?);
+    let (x, c) = if constant_value(model, q).is_some() {
+        (p, q)
+    } else {
+        (q, p)
+    };
+    if constant_value(model, x).is_some() || other_input(add, x) != Some(c) {
+        return None;
+    }
+    require_vector(model, c, hidden, "bias").ok()?;
+    // x must already have the hidden size last, or Add(x, c) would broadcast x.
+    (last_dim(g, x).ok()? == hidden).then_some((id, x, c))
 }

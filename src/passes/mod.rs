@@ -3,6 +3,11 @@
 pub mod const_fold;
 pub mod dce;
 pub mod fuse_add_eyelike;
+pub mod fuse_bias_gelu;
+pub mod fuse_fast_gelu;
+pub mod fuse_gelu;
+pub mod fuse_layer_norm;
+pub mod fuse_skip_layer_norm;
 pub mod identity;
 pub mod matchers;
 pub mod rewrite;
@@ -12,7 +17,17 @@ use crate::{Error, Result};
 pub use rewrite::{Engine, Patch, Proposal, Rejection, RewriteEvent, Rule, StopReason, Trace};
 
 /// Every rule, in the order the engine runs them by default.
-pub const ALL_RULES: &[&str] = &["dce", "identity", "const_fold", "add_eyelike"];
+pub const ALL_RULES: &[&str] = &[
+    "dce",
+    "identity",
+    "const_fold",
+    "add_eyelike",
+    "layer_norm",
+    "skip_layer_norm",
+    "gelu",
+    "bias_gelu",
+    "fast_gelu",
+];
 
 /// The rule called `name`.
 pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
@@ -21,6 +36,11 @@ pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
         "identity" => Box::new(identity::IdentityElimination),
         "const_fold" => Box::new(const_fold::ConstantFolding),
         "add_eyelike" => Box::new(fuse_add_eyelike::FuseAddEyeLike),
+        "layer_norm" => Box::new(fuse_layer_norm::FuseLayerNorm),
+        "skip_layer_norm" => Box::new(fuse_skip_layer_norm::FuseSkipLayerNorm),
+        "gelu" => Box::new(fuse_gelu::FuseGelu),
+        "bias_gelu" => Box::new(fuse_bias_gelu::FuseBiasGelu),
+        "fast_gelu" => Box::new(fuse_fast_gelu::FuseFastGelu),
         _ => return None,
     })
 }

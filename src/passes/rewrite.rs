@@ -20,8 +20,24 @@ pub struct Patch {
     pub redirect: Vec<(ValueId, ValueId)>,
     pub initializers: Vec<(ValueId, TensorProto)>,
     pub add: Vec<Node>,
-    /// (domain, version) the added nodes need imported.
+    /// (domain, version) the added nodes need imported; an older import of the domain is
+    /// raised to `version` (the rule checks that raising keeps the other nodes' meaning).
     pub opsets: Vec<(String, i64)>,
+    /// New constant values (name, tensor): added nodes read them through the placeholder ids
+    /// `new_initializer` returns, which `apply` maps to the values it creates.
+    pub new_initializers: Vec<(String, TensorProto)>,
+}
+
+/// Placeholder ids for `Patch::new_initializers` count down from here.
+const PLACEHOLDER_TOP: u32 = u32::MAX;
+
+impl Patch {
+    /// Adds a new initializer called `name` (the rule picks a fresh name) and returns the id
+    /// that added nodes use to read it.
+    pub fn new_initializer(&mut self, name: &str, t: TensorProto) -> ValueId {
+        self.new_initializers.push((name.to_string(), t));
+        ValueId(PLACEHOLDER_TOP - (self.new_initializers.len() as u32 - 1))
+    }
 }
 
 pub enum Proposal {
@@ -222,13 +238,27 @@ pub fn apply(
     for (v, t) in patch.initializers {
         g.set_initializer(v, t);
     }
+    let mut placeholders = Vec::new();
+    for (name, t) in patch.new_initializers {
+        let ty = crate::ir::types::TensorType::from_tensor_proto(&t);
+        let v = g.new_value(&name, ty);
+        g.set_initializer(v, t);
+        placeholders.push(v);
+    }
+    let resolve = |v: ValueId| -> ValueId {
+        let slot = PLACEHOLDER_TOP - v.0;
+        placeholders.get(slot as usize).copied().unwrap_or(v)
+    };
     let mut added = Vec::new();
-    for node in patch.add {
+    for mut node in patch.add {
+        for v in node.inputs.iter_mut().flatten() {
+            *v = resolve(*v);
+        }
         let id = g.add_node(node)?;
         added.push(NodeRef::of(g.node(id), id));
     }
     for (domain, version) in patch.opsets {
-        model.ensure_opset(&domain, version);
+        model.require_opset(&domain, version);
     }
     Ok(RewriteEvent {
         rule: rule.to_string(),

@@ -1,0 +1,59 @@
+//! Bias Add + Gelu → com.microsoft.BiasGelu. Runs after `gelu`, on the fused Gelu.
+//!
+//! ```text
+//!   before                               after
+//!
+//!   A ─► Add(B) ─► t ─► Gelu ─► y          A ─► BiasGelu(·, B) ─► y
+//! ```
+//! Guards: B is a 1-D constant of the hidden size (A's statically known last dim, so the Add does
+//! not broadcast A); t is read only by the Gelu and is not a graph output; f32 only.
+
+use crate::ir::model::MS_DOMAIN;
+use crate::ir::{Model, Node, NodeId};
+use crate::passes::matchers::{bias_add, fresh_node_name, last_dim, produced_by, require_f32};
+use crate::passes::rewrite::{Patch, Proposal, Rule};
+
+pub struct FuseBiasGelu;
+
+impl Rule for FuseBiasGelu {
+    fn name(&self) -> &'static str {
+        "bias_gelu"
+    }
+
+    fn propose(&self, model: &Model, id: NodeId) -> Proposal {
+        let g = &model.graph;
+        let gelu = g.node(id);
+        if gelu.op_type != "Gelu" || gelu.domain != MS_DOMAIN || gelu.inputs.len() != 1 {
+            return Proposal::NoMatch;
+        }
+        let (Some(t), Some(y)) = (gelu.input(0), gelu.output(0)) else {
+            return Proposal::NoMatch;
+        };
+        if produced_by(g, t, "Add").is_none() {
+            return Proposal::NoMatch;
+        }
+        if let Err(why) = require_f32(g, t) {
+            return Proposal::Reject(why);
+        }
+        let hidden = match last_dim(g, t) {
+            Ok(h) => h,
+            Err(why) => return Proposal::Reject(why),
+        };
+        let Some((add_id, a, b)) = bias_add(model, t, hidden) else {
+            return Proposal::Reject(format!(
+                "'{}' is not a single-use Add of a 1-D constant bias of size {hidden}",
+                g.name(t)
+            ));
+        };
+        let mut fused = Node::new("BiasGelu", MS_DOMAIN);
+        fused.name = fresh_node_name(g, &format!("{}_BiasGelu", g.name(y)));
+        fused.inputs = vec![Some(a), Some(b)];
+        fused.outputs = vec![Some(y)];
+        Proposal::Rewrite(Patch {
+            remove: vec![add_id, id],
+            add: vec![fused],
+            opsets: vec![(MS_DOMAIN.to_string(), 1)],
+            ..Default::default()
+        })
+    }
+}

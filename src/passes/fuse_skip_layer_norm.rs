@@ -1,0 +1,143 @@
+//! Residual Add + LayerNormalization → com.microsoft.SkipLayerNormalization (the book's GPT-2
+//! figure). Runs after `layer_norm`, so decomposed norms arrive here already fused.
+//!
+//! ```text
+//!   before                                     after
+//!
+//!   A ──┐                                      A ──┐
+//!       Add ──► s ──► LayerNormalization ──► y     SkipLayerNormalization ──► y
+//!   B ──┘       │         ▲ gamma ▲ beta       B ──┘  ▲ gamma ▲ beta ▲ bias  └──► s (output 3)
+//!               └──► (other readers of s)
+//! ```
+//! The three source forms: `LN(Add(A, B))`, `LN(Add(Add(A, bias), B))`, `LN(Add(A, Add(B, bias)))`
+//! with `bias` a 1-D constant of the hidden size, absorbed into the op's `bias` input. When the
+//! residual sum `s` has other readers (GPT-2's pre-LN blocks) or is a graph output, the fused node
+//! also writes it, as its optional output `input_skip_bias_sum`.
+//!
+//! Guards: the LayerNormalization normalizes the last axis only and its Mean/InvStdDev outputs are
+//! unread (SkipLayerNormalization's have other shapes); A and B have the same shape, rank 2 or 3,
+//! provably (SkipLayerNormalization does not broadcast the way Add does); gamma, beta and bias are
+//! 1-D constants of the hidden size (the statically known last dim); the inner bias Add, if any,
+//! has the outer Add as its only reader; f32 only (onnxruntime's CPU kernel).
+
+use crate::ir::model::MS_DOMAIN;
+use crate::ir::{Model, Node, NodeId};
+use crate::passes::matchers::{
+    bias_add, fresh_node_name, last_dim, produced_by, require_f32, require_vector,
+};
+use crate::passes::rewrite::{Patch, Proposal, Rule};
+
+/// LayerNormalization's epsilon default (ai.onnx); SkipLayerNormalization's differs (1e-12),
+/// so the fused node always states it.
+const LN_DEFAULT_EPSILON: f32 = 1e-5;
+
+pub struct FuseSkipLayerNorm;
+
+impl Rule for FuseSkipLayerNorm {
+    fn name(&self) -> &'static str {
+        "skip_layer_norm"
+    }
+
+    fn propose(&self, model: &Model, id: NodeId) -> Proposal {
+        let g = &model.graph;
+        let ln = g.node(id);
+        if !ln.is("LayerNormalization") {
+            return Proposal::NoMatch;
+        }
+        let Some(s) = ln.input(0) else {
+            return Proposal::NoMatch;
+        };
+        let Some((add_id, _)) = produced_by(g, s, "Add") else {
+            return Proposal::NoMatch;
+        };
+        match propose(model, id, add_id) {
+            Ok(p) => Proposal::Rewrite(p),
+            Err(why) => Proposal::Reject(why),
+        }
+    }
+}
+
+fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String> {
+    let g = &model.graph;
+    let ln = g.node(ln_id);
+    let add = g.node(add_id);
+    let s = add.output(0).ok_or("Add has no output")?;
+    let (Some(a), Some(b)) = (add.input(0), add.input(1)) else {
+        return Err("Add is not binary".into());
+    };
+    require_f32(g, s)?;
+    let hidden = last_dim(g, s)?;
+    let rank = g.value(s).ty.rank().unwrap_or(0);
+    let axis = ln.attr_int("axis").unwrap_or(-1);
+    if axis != -1 && axis != rank as i64 - 1 {
+        return Err(format!(
+            "LayerNormalization axis {axis} is not the last axis"
+        ));
+    }
+    for (i, out) in ln.outputs.iter().enumerate().skip(1) {
+        if let Some(v) = out {
+            if g.is_graph_output(*v) || !g.consumers(*v).is_empty() {
+                return Err(format!(
+                    "LayerNormalization output {i} ('{}') is read",
+                    g.name(*v)
+                ));
+            }
+        }
+    }
+    let y = ln.output(0).ok_or("LayerNormalization has no output")?;
+    let gamma = ln.input(1).ok_or("LayerNormalization has no scale")?;
+    require_vector(model, gamma, hidden, "scale")?;
+    let beta = ln.input(2);
+    if let Some(beta) = beta {
+        require_vector(model, beta, hidden, "bias")?;
+    }
+
+    let mut remove = vec![ln_id, add_id];
+    // Form 2 or 3: one Add operand is itself Add(X, bias) read only by this Add.
+    let (mut input, mut skip, mut bias) = (a, b, None);
+    if a != b {
+        if let Some((inner, x, c)) = bias_add(model, a, hidden) {
+            (input, bias) = (x, Some(c));
+            remove.push(inner);
+        } else if let Some((inner, x, c)) = bias_add(model, b, hidden) {
+            (skip, bias) = (x, Some(c));
+            remove.push(inner);
+        }
+    }
+    let (ti, ts) = (&g.value(input).ty, &g.value(skip).ty);
+    if !ti.same_shape_as(ts) {
+        return Err(format!(
+            "input '{}' {ti} and skip '{}' {ts} are not provably the same shape",
+            g.name(input),
+            g.name(skip)
+        ));
+    }
+    if !(2..=3).contains(&rank) {
+        return Err(format!(
+            "rank {rank}; SkipLayerNormalization takes rank 2 or 3"
+        ));
+    }
+
+    let mut fused = Node::new("SkipLayerNormalization", MS_DOMAIN);
+    fused.name = fresh_node_name(g, &format!("{}_SkipLayerNormalization", ln.label(ln_id)));
+    fused.inputs = vec![Some(input), Some(skip), Some(gamma), beta];
+    if bias.is_some() {
+        fused.inputs.push(bias);
+    }
+    while fused.inputs.last() == Some(&None) {
+        fused.inputs.pop();
+    }
+    let sum_read = g.is_graph_output(s) || g.consumers(s).len() > 1;
+    fused.outputs = vec![Some(y)];
+    if sum_read {
+        fused.outputs.extend([None, None, Some(s)]);
+    }
+    let eps = ln.attr_float("epsilon").unwrap_or(LN_DEFAULT_EPSILON);
+    fused.set_attr(crate::ir::attr::float("epsilon", eps));
+    Ok(Patch {
+        remove,
+        add: vec![fused],
+        opsets: vec![(MS_DOMAIN.to_string(), 1)],
+        ..Default::default()
+    })
+}
