@@ -2,7 +2,7 @@
 //! unknowable shapes) leave outputs unknown; declared types are never overwritten.
 
 use crate::ir::graph::Graph;
-use crate::ir::model::{Model, FUSELAB_DOMAIN};
+use crate::ir::model::{Model, FUSELAB_DOMAIN, MS_DOMAIN};
 use crate::ir::node::{Node, ValueId};
 use crate::ir::types::{Dim, TensorType};
 use crate::limits::Limits;
@@ -126,6 +126,9 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
     let unknown = vec![TensorType::default(); node.outputs.len()];
     if node.domain == FUSELAB_DOMAIN && node.op_type == "AddEyeLike" {
         return vec![ty(0)];
+    }
+    if node.domain == MS_DOMAIN {
+        return infer_ms_node(g, node);
     }
     if !node.is_onnx_domain() {
         return unknown;
@@ -354,8 +357,69 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
                 shape,
             })
         }
+        "LayerNormalization" => layer_norm_types(node, ty(0)),
         _ => unknown,
     }
+}
+
+/// Y: X's type and shape; Mean and InvStdDev: the stash type (float32 unless `stash_type` is 11),
+/// X's shape with dims [axis, rank) set to 1. Shared by ai.onnx and com.microsoft.
+fn layer_norm_types(node: &Node, x: TensorType) -> Vec<TensorType> {
+    let stash = match node.attr_int("stash_type") {
+        None | Some(1) => Some(DType::F32),
+        Some(11) => Some(DType::F64),
+        Some(_) => None,
+    };
+    let axis = node.attr_int("axis").unwrap_or(-1);
+    let shape = x.shape.as_ref().and_then(|s| {
+        let a = norm_axis(axis, s.len())?;
+        Some(
+            s.iter()
+                .enumerate()
+                .map(|(i, d)| if i < a { d.clone() } else { Dim::Known(1) })
+                .collect(),
+        )
+    });
+    let stats = TensorType {
+        dtype: stash,
+        shape,
+    };
+    fit(node, vec![x, stats.clone(), stats])
+}
+
+/// Output types of the com.microsoft ops the reference backend runs (onnxruntime's
+/// docs/ContribOperators.md).
+fn infer_ms_node(g: &Graph, node: &Node) -> Vec<TensorType> {
+    let x = node
+        .input(0)
+        .map(|v| g.value(v).ty.clone())
+        .unwrap_or_default();
+    match node.op_type.as_str() {
+        "Gelu" | "FastGelu" | "BiasGelu" => fit(node, vec![x]),
+        "LayerNormalization" => layer_norm_types(node, x),
+        "SkipLayerNormalization" => {
+            // mean and inv_std_var: float32 (type U), input's shape with the last dim 1.
+            let shape = x.shape.as_ref().filter(|s| !s.is_empty()).map(|s| {
+                let mut s = s.clone();
+                if let Some(last) = s.last_mut() {
+                    *last = Dim::Known(1);
+                }
+                s
+            });
+            let stats = TensorType {
+                dtype: Some(DType::F32),
+                shape,
+            };
+            fit(node, vec![x.clone(), stats.clone(), stats, x])
+        }
+        _ => vec![TensorType::default(); node.outputs.len()],
+    }
+}
+
+/// One type per output slot of `node`: `types` cut or padded (with unknowns) to fit.
+fn fit(node: &Node, mut types: Vec<TensorType>) -> Vec<TensorType> {
+    types.resize(node.outputs.len(), TensorType::default());
+    types
 }
 
 fn reduce_like_shape(node: &Node, s: &[Dim], axes: &[i64]) -> Option<Vec<Dim>> {

@@ -250,7 +250,8 @@ num_unary!(
     int | v | v.max(0)
 );
 
-trait Erf {
+/// erf per element; shared with the fused Gelu kernels (transformer.rs).
+pub(super) trait Erf {
     fn onnx_erf(self) -> Self;
 }
 

@@ -10,6 +10,7 @@ mod eyelike;
 mod matmul;
 mod reduce;
 mod shape_ops;
+mod transformer;
 
 use crate::ir::Node;
 use crate::limits::Limits;
@@ -30,6 +31,7 @@ pub type KernelResult = Result<Vec<Tensor>, String>;
 pub type Kernel = fn(&KernelCtx, &[Option<&Tensor>]) -> KernelResult;
 
 pub use crate::ir::model::FUSELAB_DOMAIN;
+use crate::ir::model::MS_DOMAIN;
 
 /// Every kernel: (domain, op_type, kernel). "" is the default ONNX domain.
 const KERNELS: &[(&str, &str, Kernel)] = &[
@@ -63,6 +65,16 @@ const KERNELS: &[(&str, &str, Kernel)] = &[
     ("", "Transpose", shape_ops::transpose),
     ("", "Unsqueeze", shape_ops::unsqueeze),
     (FUSELAB_DOMAIN, "AddEyeLike", eyelike::add_eye_like),
+    ("", "LayerNormalization", transformer::layer_norm),
+    (MS_DOMAIN, "LayerNormalization", transformer::layer_norm),
+    (
+        MS_DOMAIN,
+        "SkipLayerNormalization",
+        transformer::skip_layer_norm,
+    ),
+    (MS_DOMAIN, "Gelu", transformer::gelu),
+    (MS_DOMAIN, "FastGelu", transformer::fast_gelu),
+    (MS_DOMAIN, "BiasGelu", transformer::bias_gelu),
 ];
 
 const SUPPORTED: &[(&str, &str)] = &{
@@ -98,12 +110,14 @@ mod tests {
         for &(d, op) in supported_ops() {
             assert!(lookup(d, op).is_some(), "{d}:{op}");
         }
-        assert_eq!(supported_ops().len(), 30);
+        assert_eq!(supported_ops().len(), 36);
         assert!(lookup("ai.onnx", "Add").is_some());
         assert!(lookup(FUSELAB_DOMAIN, "AddEyeLike").is_some());
         assert!(lookup("", "AddEyeLike").is_none());
         assert!(lookup("com.example", "Add").is_none());
         assert!(lookup("", "Conv").is_none());
+        assert!(lookup(MS_DOMAIN, "SkipLayerNormalization").is_some());
+        assert!(lookup("", "SkipLayerNormalization").is_none());
     }
 }
 

@@ -1,0 +1,268 @@
+"""The fused transformer ops on fuselab's reference backend against onnxruntime (CPU).
+
+Each test builds a one-node model with onnx.helper (com.microsoft imported at version 1, the
+default domain at opset 14 for the com.microsoft ops and 17 for ai.onnx LayerNormalization), feeds
+it seeded random inputs, runs it in onnxruntime and in `fuselab run`, and requires every output
+the node names (the optional mean / inv_std_var / input_skip_bias_sum included) to match in
+dtype, shape and values within MAX_ABS_DIFF.
+
+onnxruntime registers its pre-17 LayerNormalization in the default domain (its contrib schema
+"LayerNormalization", version 1 there), not in com.microsoft: a com.microsoft LayerNormalization
+fails to load ("not a registered function/op"). The com.microsoft spelling fuselab also accepts is
+therefore checked against onnxruntime running the same node in the default domain at opset 14.
+
+Run from the repository root:
+
+    FUSELAB_BIN=$PWD/target/release/fuselab .venv/bin/python -m pytest -q \
+        tests/python/test_fused_ops.py
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+from conftest import Fuselab
+
+MS = "com.microsoft"
+MAX_ABS_DIFF = 1e-4
+F32, F64 = TensorProto.FLOAT, TensorProto.DOUBLE
+NP = {F32: np.float32, F64: np.float64}
+
+
+def model(node: onnx.NodeProto, inputs, outputs, opset: int) -> onnx.ModelProto:
+    """inputs: (name, elem type, shape); outputs: (name, elem type)."""
+    g = helper.make_graph(
+        [node],
+        f"fused_{node.op_type}",
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
+    )
+    m = helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)]
+    )
+    m.ir_version = 8
+    return m
+
+
+def feeds_for(inputs, seed: int, scale: float = 1.0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {n: np.asarray(scale * rng.standard_normal(s), dtype=NP[t]) for n, t, s in inputs}
+
+
+def ort_run(m: onnx.ModelProto, feeds) -> dict[str, np.ndarray]:
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, feeds), strict=True))
+
+
+def fuselab_run(fuselab: Fuselab, m: onnx.ModelProto, feeds, work: Path) -> dict[str, np.ndarray]:
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "model.onnx"
+    onnx.save(m, str(path))
+    args: list[str | Path] = ["run", path]
+    for name, arr in feeds.items():
+        f = work / f"in_{name}.npy"
+        np.save(f, arr)
+        args += ["--input", f"{name}={f}"]
+    out = work / "out"
+    fuselab.ok(*args, "--out", out)
+    got = {}
+    for o in m.graph.output:
+        f = out / f"{o.name}.npy"
+        assert f.is_file(), f"fuselab run wrote no {f.name}"
+        got[o.name] = np.load(f)
+    return got
+
+
+def compare(got: dict, want: dict, what: str) -> float:
+    assert set(got) == set(want), what
+    worst = 0.0
+    for name, w in want.items():
+        g = got[name]
+        assert g.dtype == w.dtype, f"{what} {name}: dtype {g.dtype} != onnxruntime's {w.dtype}"
+        assert g.shape == w.shape, f"{what} {name}: shape {g.shape} != onnxruntime's {w.shape}"
+        d = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))) if w.size else 0.0
+        print(f"{what} {name}: max |fuselab - onnxruntime| = {d:.3g}")
+        assert d <= MAX_ABS_DIFF, f"{what} {name}: max abs diff {d} > {MAX_ABS_DIFF}"
+        worst = max(worst, d)
+    return worst
+
+
+def check(fuselab, tmp_path, m, inputs, what, seed=0, scale=1.0, ort_model=None):
+    feeds = feeds_for(inputs, seed, scale)
+    want = ort_run(ort_model or m, feeds)
+    got = fuselab_run(fuselab, m, feeds, tmp_path)
+    return compare(got, want, what)
+
+
+# ---------------------------------------------------------------------------------------------
+# SkipLayerNormalization
+
+SLN_SHAPES = [
+    ((2, 5, 16), (2, 5, 16)),
+    ((2, 5, 16), (1, 5, 16)),
+    ((2, 5, 16), (5, 16)),
+    ((7, 16), (7, 16)),
+]
+
+
+@pytest.mark.parametrize("shapes", SLN_SHAPES, ids=lambda s: f"{s[0]}+{s[1]}")
+@pytest.mark.parametrize("beta", [True, False], ids=["beta", "no_beta"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+def test_skip_layer_norm_all_outputs(fuselab, tmp_path, shapes, beta, bias):
+    x_shape, skip_shape = shapes
+    h = x_shape[-1]
+    inputs = [("input", F32, x_shape), ("skip", F32, skip_shape), ("gamma", F32, (h,))]
+    names = ["input", "skip", "gamma", "beta" if beta else "", "bias" if bias else ""]
+    if beta:
+        inputs.append(("beta", F32, (h,)))
+    if bias:
+        inputs.append(("bias", F32, (h,)))
+    while names[-1] == "":
+        names.pop()
+    outs = ["output", "mean", "inv_std_var", "input_skip_bias_sum"]
+    node = helper.make_node("SkipLayerNormalization", names, outs, domain=MS, epsilon=1e-5)
+    m = model(node, inputs, [(o, F32) for o in outs], 14)
+    check(fuselab, tmp_path, m, inputs, f"SkipLayerNormalization {shapes}")
+
+
+@pytest.mark.parametrize(
+    "outs",
+    [
+        ["output"],
+        ["output", "", "", "input_skip_bias_sum"],
+        ["output", "mean"],
+        ["output", "", "inv_std_var"],
+    ],
+    ids=["output_only", "output_and_sum", "output_and_mean", "output_and_inv_std_var"],
+)
+def test_skip_layer_norm_some_outputs_default_epsilon(fuselab, tmp_path, outs):
+    inputs = [("input", F32, (3, 4, 32)), ("skip", F32, (3, 4, 32)), ("gamma", F32, (32,)),
+              ("beta", F32, (32,)), ("bias", F32, (32,))]
+    node = helper.make_node("SkipLayerNormalization", [n for n, _, _ in inputs], outs, domain=MS)
+    m = model(node, inputs, [(o, F32) for o in outs if o], 14)
+    check(fuselab, tmp_path, m, inputs, f"SkipLayerNormalization {outs}", seed=3)
+
+
+def test_skip_layer_norm_rejects_unsupported_skip_shape(fuselab, tmp_path):
+    # onnxruntime refuses a skip broadcast over seq; so must fuselab, with a message.
+    inputs = [("input", F32, (2, 5, 16)), ("skip", F32, (2, 1, 16)), ("gamma", F32, (16,))]
+    node = helper.make_node(
+        "SkipLayerNormalization", ["input", "skip", "gamma"], ["output"], domain=MS
+    )
+    m = model(node, inputs, [("output", F32)], 14)
+    feeds = feeds_for(inputs, 0)
+    with pytest.raises(Exception):
+        ort_run(m, feeds)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    onnx.save(m, str(tmp_path / "model.onnx"))
+    args: list[str | Path] = ["run", tmp_path / "model.onnx", "--out", tmp_path / "out"]
+    for name, arr in feeds.items():
+        np.save(tmp_path / f"{name}.npy", arr)
+        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
+    r = fuselab(*args)
+    assert r.returncode != 0, r.describe()
+    assert "SkipLayerNormalization" in r.stderr, r.describe()
+    assert "skip of shape [2, 1, 16]" in r.stderr, r.describe()
+
+
+# ---------------------------------------------------------------------------------------------
+# LayerNormalization
+
+
+def ln_case(domain: str, elem: int, x_shape, axis: int, bias: bool, scale_shape=None, stash=None):
+    norm = tuple(x_shape[axis:])
+    scale_shape = scale_shape or norm
+    inputs = [("X", elem, x_shape), ("Scale", elem, scale_shape)]
+    if bias:
+        inputs.append(("B", elem, scale_shape))
+    attrs = {"axis": axis, "epsilon": 1e-5}
+    if stash is not None:
+        attrs["stash_type"] = stash
+    node = helper.make_node(
+        "LayerNormalization", [n for n, _, _ in inputs], ["Y", "Mean", "InvStdDev"], domain=domain,
+        **attrs,
+    )
+    stat = F64 if stash == 11 else F32
+    return node, inputs, [("Y", elem), ("Mean", stat), ("InvStdDev", stat)]
+
+
+LN_CASES = [
+    # (x shape, axis, bias, scale shape)
+    ((2, 5, 16), -1, True, None),
+    ((2, 5, 16), -1, False, None),
+    ((2, 5, 16), 1, True, None),
+    ((2, 5, 16), 0, True, None),
+    ((2, 5, 16), 1, True, (16,)),  # Scale/B broadcast to the normalized shape [5, 16]
+    ((6, 32), -1, True, None),
+]
+
+
+def ln_id(c) -> str:
+    return f"{c[0]}_axis{c[1]}_{'B' if c[2] else 'noB'}_{c[3]}"
+
+
+@pytest.mark.parametrize("case", LN_CASES, ids=ln_id)
+@pytest.mark.parametrize("elem", [F32, F64], ids=["f32", "f64"])
+def test_layer_norm_opset17(fuselab, tmp_path, case, elem):
+    x_shape, axis, bias, scale_shape = case
+    node, inputs, outs = ln_case("", elem, x_shape, axis, bias, scale_shape)
+    m = model(node, inputs, outs, 17)
+    check(fuselab, tmp_path, m, inputs, f"LayerNormalization-17 {case}", seed=5)
+
+
+@pytest.mark.parametrize("stash", [None, 11], ids=["stash_default", "stash_f64"])
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_layer_norm_default_domain_opset14(fuselab, tmp_path, stash, axis):
+    # onnxruntime's contrib LayerNormalization (default domain, before opset 17).
+    node, inputs, outs = ln_case("", F32, (2, 5, 16), axis, True, stash=stash)
+    m = model(node, inputs, outs, 14)
+    check(fuselab, tmp_path, m, inputs, f"LayerNormalization-14 axis {axis} stash {stash}", seed=6)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_layer_norm_com_microsoft(fuselab, tmp_path, axis):
+    node, inputs, outs = ln_case(MS, F32, (2, 5, 16), axis, True)
+    m = model(node, inputs, outs, 14)
+    # onnxruntime has no com.microsoft LayerNormalization: compare with its default-domain one.
+    ort_m = onnx.ModelProto()
+    ort_m.CopyFrom(m)
+    ort_m.graph.node[0].domain = ""
+    check(fuselab, tmp_path, m, inputs, f"com.microsoft.LayerNormalization axis {axis}", seed=7,
+          ort_model=ort_m)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gelu, FastGelu, BiasGelu
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 16), (7,), ()], ids=str)
+def test_gelu(fuselab, tmp_path, shape):
+    inputs = [("X", F32, shape)]
+    node = helper.make_node("Gelu", ["X"], ["Y"], domain=MS)
+    m = model(node, inputs, [("Y", F32)], 14)
+    check(fuselab, tmp_path, m, inputs, f"Gelu {shape}", seed=8, scale=3.0)
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize("elem", [F32, F64], ids=["f32", "f64"])
+def test_fast_gelu(fuselab, tmp_path, bias, elem):
+    inputs = [("X", elem, (2, 5, 16))]
+    if bias:
+        inputs.append(("bias", elem, (16,)))
+    node = helper.make_node("FastGelu", [n for n, _, _ in inputs], ["Y"], domain=MS)
+    m = model(node, inputs, [("Y", elem)], 14)
+    check(fuselab, tmp_path, m, inputs, f"FastGelu bias={bias}", seed=9, scale=3.0)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 16), (4, 32)], ids=str)
+def test_bias_gelu(fuselab, tmp_path, shape):
+    inputs = [("A", F32, shape), ("B", F32, (shape[-1],))]
+    node = helper.make_node("BiasGelu", ["A", "B"], ["C"], domain=MS)
+    m = model(node, inputs, [("C", F32)], 14)
+    check(fuselab, tmp_path, m, inputs, f"BiasGelu {shape}", seed=10, scale=3.0)
