@@ -26,7 +26,10 @@ const TRANSFORMER_RULES: &[&str] = &[
 fn f32_tensor(shape: &[usize], seed: u32) -> Tensor {
     let n: usize = shape.iter().product();
     let v: Vec<f32> = (0..n)
-        .map(|i| (((i as u32 + 1) * 2654435761u32.wrapping_add(seed)) % 1000) as f32 / 500.0 - 1.0)
+        .map(|i| {
+            (((i as u32 + 1).wrapping_mul(2654435761u32.wrapping_add(seed))) % 1000) as f32 / 500.0
+                - 1.0
+        })
         .collect();
     Tensor::F32(ArrayD::from_shape_vec(IxDyn(shape), v).unwrap())
 }
