@@ -10,7 +10,15 @@ use crate::passes::{Rejection, RewriteEvent, StopReason, Trace};
 use crate::runtime::parity::ParityReport;
 
 /// Rules that clean up rather than fuse; their added nodes are not counted as fusions.
-pub const CLEANUP_RULES: &[&str] = &["dce", "identity", "const_fold"];
+pub const CLEANUP_RULES: &[&str] = &[
+    "dce",
+    "identity",
+    "const_fold",
+    "shape_fold",
+    "reshape_target",
+    "reshape_noop",
+    "cse",
+];
 
 #[derive(Clone, Debug, Serialize)]
 pub struct OptimizeReport {

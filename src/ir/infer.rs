@@ -4,9 +4,8 @@
 use crate::ir::graph::Graph;
 use crate::ir::model::{Model, FUSELAB_DOMAIN, MS_DOMAIN};
 use crate::ir::node::{Node, ValueId};
+use crate::ir::shape_value::{constant_ints, int_elements, reshape_dims};
 use crate::ir::types::{Dim, TensorType};
-use crate::limits::Limits;
-use crate::onnx::tensor::to_tensor;
 use crate::tensor::DType;
 use crate::{Error, Result};
 
@@ -79,9 +78,9 @@ pub fn check_types(model: &Model) -> Result<()> {
     Ok(())
 }
 
+/// Integer contents of a constant input (initializer or Constant node).
 fn const_ints(g: &Graph, v: Option<ValueId>) -> Option<Vec<i64>> {
-    let t = g.constant(v?)?;
-    to_tensor(t, &Limits::default()).ok()?.to_i64_vec()
+    constant_ints(g, v?)
 }
 
 /// numpy broadcasting over static dims; None when it cannot be decided.
@@ -252,45 +251,11 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
         }
         "Reshape" => {
             let x = ty(0);
-            let shape = const_ints(g, node.input(1)).map(|target| {
-                let allowzero = opset >= 14 && node.attr_int("allowzero").unwrap_or(0) != 0;
-                let src = x.shape.clone();
-                let mut out: Vec<Dim> = target
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &d)| match d {
-                        0 if !allowzero => src
-                            .as_ref()
-                            .and_then(|s| s.get(i).cloned())
-                            .unwrap_or(Dim::Unknown),
-                        -1 => Dim::Unknown,
-                        d => Dim::Known(d),
-                    })
-                    .collect();
-                // Declared dims are not size-checked: every product is checked arithmetic.
-                let product = |dims: &mut dyn Iterator<Item = Option<i64>>| {
-                    let mut acc = 1i64;
-                    for d in dims {
-                        acc = acc.checked_mul(d.filter(|&d| d >= 0)?)?;
-                    }
-                    Some(acc)
-                };
-                let total = x
-                    .static_shape()
-                    .and_then(|s| product(&mut s.iter().map(|&d| Some(d))));
-                if let (Some(pos), Some(total)) = (target.iter().position(|&d| d == -1), total) {
-                    let rest = product(&mut out.iter().enumerate().filter(|(i, _)| *i != pos).map(
-                        |(_, d)| match d {
-                            Dim::Known(v) => Some(*v),
-                            _ => None,
-                        },
-                    ));
-                    if let Some(r) = rest.filter(|&r| r > 0 && total % r == 0) {
-                        out[pos] = Dim::Known(total / r);
-                    }
-                }
-                out
-            });
+            let allowzero = opset >= 14 && node.attr_int("allowzero").unwrap_or(0) != 0;
+            let shape = node
+                .input(1)
+                .and_then(|t| int_elements(g, t))
+                .map(|target| reshape_dims(x.shape.as_deref(), &target, allowzero));
             one(TensorType {
                 dtype: x.dtype,
                 shape,

@@ -5,6 +5,7 @@ pub mod graph;
 pub mod infer;
 pub mod model;
 pub mod node;
+pub mod shape_value;
 pub mod types;
 pub mod verify;
 

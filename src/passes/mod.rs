@@ -1,7 +1,9 @@
 //! Graph passes: cleanup rules and fusions, all run by one rewrite engine.
 
 pub mod const_fold;
+pub mod cse;
 pub mod dce;
+pub mod fold_shapes;
 pub mod fuse_add_eyelike;
 pub mod fuse_bias_gelu;
 pub mod fuse_fast_gelu;
@@ -21,6 +23,10 @@ pub const ALL_RULES: &[&str] = &[
     "dce",
     "identity",
     "const_fold",
+    "shape_fold",
+    "reshape_target",
+    "reshape_noop",
+    "cse",
     "add_eyelike",
     "layer_norm",
     "skip_layer_norm",
@@ -35,6 +41,10 @@ pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
         "dce" => Box::new(dce::DeadNodeElimination),
         "identity" => Box::new(identity::IdentityElimination),
         "const_fold" => Box::new(const_fold::ConstantFolding),
+        "shape_fold" => Box::new(fold_shapes::ShapeFold),
+        "reshape_target" => Box::new(fold_shapes::ReshapeTarget),
+        "reshape_noop" => Box::new(fold_shapes::ReshapeNoop),
+        "cse" => Box::new(cse::CommonSubexpressions),
         "add_eyelike" => Box::new(fuse_add_eyelike::FuseAddEyeLike),
         "layer_norm" => Box::new(fuse_layer_norm::FuseLayerNorm),
         "skip_layer_norm" => Box::new(fuse_skip_layer_norm::FuseSkipLayerNorm),

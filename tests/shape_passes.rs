@@ -1,0 +1,225 @@
+//! Shape-subgraph simplification with dynamic dims: shape_fold, reshape_target, reshape_noop and
+//! cse on the Shape → Gather → Unsqueeze → Concat → Reshape chains that exporters emit.
+
+mod common;
+
+use common::{ops, parity};
+use fuselab::ir::builder::{sym, GraphBuilder};
+use fuselab::ir::shape_value::{int_elements, reshape_dims};
+use fuselab::ir::types::Dim;
+use fuselab::ir::{attr, verify::verify, Model, ValueId};
+use fuselab::passes::{optimize, Trace};
+use fuselab::{DType, Tensor};
+use ndarray::{ArrayD, IxDyn};
+
+const RULES: &[&str] = &[
+    "dce",
+    "const_fold",
+    "shape_fold",
+    "reshape_target",
+    "reshape_noop",
+    "cse",
+];
+
+fn ints(b: &mut GraphBuilder, name: &str, v: &[i64]) -> ValueId {
+    b.initializer(
+        name,
+        &Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap()),
+    )
+}
+
+fn scalar_index(b: &mut GraphBuilder, name: &str, i: i64) -> ValueId {
+    b.initializer(name, &Tensor::I64(ArrayD::from_elem(IxDyn(&[]), i)))
+}
+
+fn run(m: &Model) -> (Model, Trace) {
+    let mut opt = m.clone();
+    let trace = optimize(&mut opt, RULES).expect("optimize");
+    verify(&opt).expect("verifies");
+    (opt, trace)
+}
+
+fn x_input(b: &mut GraphBuilder) -> ValueId {
+    b.input(
+        "x",
+        DType::F32,
+        vec![sym("batch"), sym("seq"), Dim::Known(64)],
+    )
+}
+
+/// dim `i` of x as a 1-D value, computed the way torch exports it (its own Shape each time).
+fn dim_of(b: &mut GraphBuilder, x: ValueId, i: i64) -> ValueId {
+    let s = b.op("Shape", &[x], vec![]);
+    let idx = scalar_index(b, &format!("idx_{}", s.0), i);
+    let d = b.op("Gather", &[s, idx], vec![attr::int("axis", 0)]);
+    let axes = ints(b, &format!("axes_{}", s.0), &[0]);
+    b.op("Unsqueeze", &[d, axes], vec![])
+}
+
+/// GPT-2's split-heads Reshape: `Reshape(x, Concat(batch, seq, [4], [16]))`.
+fn split_heads() -> Model {
+    let mut b = GraphBuilder::new("split_heads", 14);
+    let x = x_input(&mut b);
+    let bd = dim_of(&mut b, x, 0);
+    let sd = dim_of(&mut b, x, 1);
+    let heads = ints(&mut b, "heads", &[4, 16]);
+    let target = b.op("Concat", &[bd, sd, heads], vec![attr::int("axis", 0)]);
+    let y = b.op("Reshape", &[x, target], vec![]);
+    b.output(y, "y");
+    b.build()
+}
+
+#[test]
+fn symbolic_elements_flow_through_the_chain() {
+    let m = split_heads();
+    let g = &m.graph;
+    let y = g.outputs[0];
+    let reshape = g.node(g.producer(y).unwrap());
+    let target = reshape.input(1).unwrap();
+    assert_eq!(
+        int_elements(g, target),
+        Some(vec![
+            sym("batch"),
+            sym("seq"),
+            Dim::Known(4),
+            Dim::Known(16)
+        ])
+    );
+    // Inference now knows the Reshape's output shape with its dims still symbolic.
+    assert_eq!(
+        g.value(y).ty.shape,
+        Some(vec![
+            sym("batch"),
+            sym("seq"),
+            Dim::Known(4),
+            Dim::Known(16)
+        ])
+    );
+}
+
+#[test]
+fn reshape_dims_solves_minus_one_by_cancelling_symbols() {
+    let input = [sym("batch"), sym("seq"), Dim::Known(64)];
+    let target = [Dim::Known(-1), sym("seq"), Dim::Known(4), Dim::Known(16)];
+    assert_eq!(
+        reshape_dims(Some(&input), &target, false),
+        vec![sym("batch"), sym("seq"), Dim::Known(4), Dim::Known(16)]
+    );
+    // batch * seq is no single dim: unknown, not a guess.
+    let flat = [Dim::Known(-1), Dim::Known(64)];
+    assert_eq!(
+        reshape_dims(Some(&input), &flat, false),
+        vec![Dim::Unknown, Dim::Known(64)]
+    );
+    assert_eq!(
+        reshape_dims(
+            Some(&input),
+            &[Dim::Known(0), Dim::Known(0), Dim::Known(64)],
+            false
+        ),
+        input.to_vec()
+    );
+}
+
+#[test]
+fn split_heads_chain_folds_to_a_constant_target() {
+    let m = split_heads();
+    assert_eq!(m.graph.node_count(), 10);
+    let (opt, _) = run(&m);
+    assert_eq!(ops(&opt), vec![("Reshape".to_string(), 1)]);
+    let id = opt.graph.node_ids().next().unwrap();
+    let t = opt.graph.node(id).input(1).unwrap();
+    let tensor = fuselab::onnx::tensor::to_tensor(
+        opt.graph.constant(t).expect("constant target"),
+        &fuselab::Limits::default(),
+    )
+    .unwrap();
+    assert_eq!(tensor.to_i64_vec(), Some(vec![0, 0, 4, 16]));
+    for (batch, seq) in [(2, 3), (1, 1), (3, 0)] {
+        assert_eq!(
+            parity(&m, &opt, &[("batch", batch), ("seq", seq)]).max_abs_diff,
+            0.0
+        );
+    }
+}
+
+#[test]
+fn a_static_dim_of_a_dynamic_shape_folds() {
+    // Gather(Shape(x), 2) is 64 even though x's other dims are dynamic.
+    let mut b = GraphBuilder::new("static_dim", 14);
+    let x = x_input(&mut b);
+    let d = dim_of(&mut b, x, 2);
+    b.output(d, "hidden");
+    let m = b.build();
+    let (opt, trace) = run(&m);
+    assert_eq!(opt.graph.node_count(), 0);
+    assert!(trace.rewrites.iter().any(|r| r.rule == "shape_fold"));
+    let v = opt.graph.outputs[0];
+    assert_eq!(
+        fuselab::onnx::tensor::to_tensor(opt.graph.initializer(v).unwrap(), &Default::default())
+            .unwrap()
+            .to_i64_vec(),
+        Some(vec![64])
+    );
+}
+
+#[test]
+fn cse_merges_repeated_shape_reads() {
+    let mut b = GraphBuilder::new("cse", 14);
+    let x = x_input(&mut b);
+    let s1 = b.op("Shape", &[x], vec![]);
+    let s2 = b.op("Shape", &[x], vec![]);
+    let c = b.op("Concat", &[s1, s2], vec![attr::int("axis", 0)]);
+    b.output(c, "shapes");
+    let m = b.build();
+    let (opt, _) = run(&m);
+    assert_eq!(
+        ops(&opt),
+        vec![("Concat".to_string(), 1), ("Shape".to_string(), 1)]
+    );
+    assert_eq!(
+        parity(&m, &opt, &[("batch", 2), ("seq", 5)]).max_abs_diff,
+        0.0
+    );
+}
+
+#[test]
+fn cse_keeps_nodes_with_different_attributes() {
+    let mut b = GraphBuilder::new("cse_attrs", 17);
+    let x = x_input(&mut b);
+    let t1 = b.op("Transpose", &[x], vec![attr::ints("perm", &[1, 0, 2])]);
+    let t2 = b.op("Transpose", &[x], vec![attr::ints("perm", &[0, 1, 2])]);
+    b.output(t1, "a");
+    b.output(t2, "b");
+    let (opt, _) = run(&b.build());
+    assert_eq!(ops(&opt), vec![("Transpose".to_string(), 2)]);
+}
+
+#[test]
+fn reshape_target_leaves_a_dim_it_cannot_place() {
+    // Target [seq, batch, 64] swaps the symbolic dims: no constant target expresses that
+    // without -1, which is ambiguous when a dim is 0. The Reshape keeps its computed target.
+    let mut b = GraphBuilder::new("swap", 14);
+    let x = x_input(&mut b);
+    let sd = dim_of(&mut b, x, 1);
+    let bd = dim_of(&mut b, x, 0);
+    let h = ints(&mut b, "h", &[64]);
+    let target = b.op("Concat", &[sd, bd, h], vec![attr::int("axis", 0)]);
+    let y = b.op("Reshape", &[x, target], vec![]);
+    b.output(y, "y");
+    let m = b.build();
+    let (opt, trace) = run(&m);
+    assert!(opt
+        .graph
+        .node_ids()
+        .any(|id| opt.graph.node(id).is("Concat")));
+    assert!(trace
+        .rejected
+        .iter()
+        .any(|r| r.rule == "reshape_target"
+            && r.reason.contains("neither known nor the input's dim")));
+    assert_eq!(
+        parity(&m, &opt, &[("batch", 2), ("seq", 3)]).max_abs_diff,
+        0.0
+    );
+}
