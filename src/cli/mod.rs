@@ -51,7 +51,9 @@ enum Command {
         /// Write the optimization report (JSON) here.
         #[arg(long)]
         report: Option<PathBuf>,
-        /// Comma-separated rules to run (default: all). Known: dce, identity, const_fold, add_eyelike.
+        /// Comma-separated rules to run (default: all). Cleanup: dce, identity, const_fold,
+        /// shape_fold, reshape_target, reshape_noop, cse. Fusions: add_eyelike, layer_norm,
+        /// skip_layer_norm, gelu, bias_gelu, fast_gelu.
         #[arg(long, value_delimiter = ',')]
         rules: Vec<String>,
         /// Skip the parity check (needed for models the reference backend cannot run).
