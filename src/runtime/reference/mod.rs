@@ -5,6 +5,7 @@
 
 mod broadcast;
 mod common;
+mod compare;
 mod elementwise;
 mod eyelike;
 mod matmul;
@@ -35,19 +36,27 @@ pub use crate::ir::model::FUSELAB_DOMAIN;
 const KERNELS: &[(&str, &str, Kernel)] = &[
     ("", "Abs", elementwise::abs),
     ("", "Add", elementwise::add),
+    ("", "And", compare::and),
     ("", "Cast", shape_ops::cast),
     ("", "Concat", shape_ops::concat),
     ("", "Constant", shape_ops::constant),
     ("", "Div", elementwise::div),
+    ("", "Equal", compare::equal),
     ("", "Erf", elementwise::erf),
     ("", "Exp", elementwise::exp),
     ("", "EyeLike", eyelike::eye_like),
     ("", "Gemm", matmul::gemm),
+    ("", "Greater", compare::greater),
+    ("", "GreaterOrEqual", compare::greater_or_equal),
     ("", "Identity", shape_ops::identity),
+    ("", "Less", compare::less),
+    ("", "LessOrEqual", compare::less_or_equal),
     ("", "Log", elementwise::log),
     ("", "MatMul", matmul::matmul),
     ("", "Mul", elementwise::mul),
     ("", "Neg", elementwise::neg),
+    ("", "Not", compare::not),
+    ("", "Or", compare::or),
     ("", "Pow", elementwise::pow),
     ("", "ReduceMean", reduce::reduce_mean),
     ("", "ReduceSum", reduce::reduce_sum),
@@ -62,6 +71,8 @@ const KERNELS: &[(&str, &str, Kernel)] = &[
     ("", "Tanh", elementwise::tanh),
     ("", "Transpose", shape_ops::transpose),
     ("", "Unsqueeze", shape_ops::unsqueeze),
+    ("", "Where", compare::where_),
+    ("", "Xor", compare::xor),
     (FUSELAB_DOMAIN, "AddEyeLike", eyelike::add_eye_like),
 ];
 
@@ -98,7 +109,7 @@ mod tests {
         for &(d, op) in supported_ops() {
             assert!(lookup(d, op).is_some(), "{d}:{op}");
         }
-        assert_eq!(supported_ops().len(), 30);
+        assert_eq!(supported_ops().len(), 40);
         assert!(lookup("ai.onnx", "Add").is_some());
         assert!(lookup(FUSELAB_DOMAIN, "AddEyeLike").is_some());
         assert!(lookup("", "AddEyeLike").is_none());
