@@ -4,13 +4,29 @@
 use crate::ir::graph::Graph;
 use crate::ir::model::{Model, FUSELAB_DOMAIN, MS_DOMAIN};
 use crate::ir::node::{Node, ValueId};
-use crate::ir::shape_value::{constant_ints, int_elements, reshape_dims};
+use crate::ir::shape_value::{constant_ints, constant_tensor, int_elements, reshape_dims};
 use crate::ir::types::{Dim, TensorType};
 use crate::tensor::DType;
 use crate::{Error, Result};
 
 /// Ops whose inputs must all share one element type (the ONNX type constraint `T`).
-const SAME_TYPE_OPS: &[&str] = &["Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Concat"];
+const SAME_TYPE_OPS: &[&str] = &[
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "MatMul",
+    "Gemm",
+    "Concat",
+    "Equal",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+    "And",
+    "Or",
+    "Xor",
+];
 
 /// Fills in unknown types and shapes of node outputs, in topological order.
 pub fn infer_types(model: &mut Model) {
@@ -323,6 +339,141 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
             })
         }
         "LayerNormalization" => layer_norm_types(node, ty(0)),
+        "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor" => {
+            let shape = match (&ty(0).shape, &ty(1).shape) {
+                (Some(x), Some(y)) => broadcast_dims(x, y),
+                _ => None,
+            };
+            one(TensorType {
+                dtype: Some(DType::BOOL),
+                shape,
+            })
+        }
+        "Not" => one(TensorType {
+            dtype: Some(DType::BOOL),
+            shape: ty(0).shape,
+        }),
+        "Where" => {
+            let (c, x, y) = (ty(0), ty(1), ty(2));
+            let shape = match (&c.shape, &x.shape, &y.shape) {
+                (Some(c), Some(x), Some(y)) => {
+                    broadcast_dims(c, x).and_then(|cx| broadcast_dims(&cx, y))
+                }
+                _ => None,
+            };
+            one(TensorType {
+                dtype: x.dtype.or(y.dtype),
+                shape,
+            })
+        }
+        "Trilu" => one(ty(0)),
+        "Gather" => {
+            let (data, idx) = (ty(0), ty(1));
+            let shape = match (&data.shape, &idx.shape) {
+                (Some(d), Some(i)) => norm_axis(node.attr_int("axis").unwrap_or(0), d.len())
+                    .map(|ax| [&d[..ax], &i[..], &d[ax + 1..]].concat()),
+                _ => None,
+            };
+            one(TensorType {
+                dtype: data.dtype,
+                shape,
+            })
+        }
+        "Flatten" => {
+            let x = ty(0);
+            let shape = x.shape.as_ref().and_then(|s| {
+                let r = s.len() as i64;
+                let axis = node.attr_int("axis").unwrap_or(1);
+                let axis = (-r..=r)
+                    .contains(&axis)
+                    .then(|| if axis < 0 { axis + r } else { axis })?
+                    as usize;
+                Some(vec![dim_product(&s[..axis]), dim_product(&s[axis..])])
+            });
+            one(TensorType {
+                dtype: x.dtype,
+                shape,
+            })
+        }
+        "Expand" => {
+            let x = ty(0);
+            let target = node.input(1).and_then(|t| int_elements(g, t));
+            let shape = match (&x.shape, target) {
+                (Some(s), Some(t)) if t.iter().all(|d| !matches!(d, Dim::Known(k) if *k < 0)) => {
+                    broadcast_dims(s, &t)
+                }
+                // Only the rank is known: the larger of the two.
+                (Some(s), None) => match ty(1).static_shape().as_deref() {
+                    Some(&[k]) if (0..=MAX_SHAPE_DATA_RANK).contains(&k) => {
+                        Some(vec![Dim::Unknown; s.len().max(k as usize)])
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            one(TensorType {
+                dtype: x.dtype,
+                shape,
+            })
+        }
+        "ConstantOfShape" => {
+            let dtype = match node.attr_tensor("value") {
+                Some(t) => DType(t.data_type),
+                None => DType::F32,
+            };
+            let shape = match node.input(0).and_then(|t| int_elements(g, t)) {
+                Some(d) if d.iter().all(|v| !matches!(v, Dim::Known(k) if *k < 0)) => Some(d),
+                Some(_) => None,
+                None => match ty(0).static_shape().as_deref() {
+                    Some(&[k]) if (0..=MAX_SHAPE_DATA_RANK).contains(&k) => {
+                        Some(vec![Dim::Unknown; k as usize])
+                    }
+                    _ => None,
+                },
+            };
+            one(TensorType {
+                dtype: Some(dtype),
+                shape,
+            })
+        }
+        "Range" => {
+            // Range(0, n, 1) has n elements, n symbolic or not.
+            let elem = |i: usize| node.input(i).and_then(|v| int_elements(g, v));
+            let counted = match (elem(0), elem(1), elem(2)) {
+                (Some(s), Some(l), Some(d)) if s == [Dim::Known(0)] && d == [Dim::Known(1)] => {
+                    l.first().filter(|_| l.len() == 1).cloned()
+                }
+                _ => None,
+            };
+            let len = [0, 1, 2]
+                .iter()
+                .map(|&i| const_scalar_f64(g, node.input(i)))
+                .collect::<Option<Vec<f64>>>()
+                .and_then(|v| range_len(v[0], v[1], v[2]));
+            let n = match (len, counted) {
+                (Some(k), _) => Dim::Known(k),
+                (None, Some(d @ Dim::Sym(_))) => d,
+                _ => Dim::Unknown,
+            };
+            one(TensorType {
+                dtype: ty(0).dtype,
+                shape: Some(vec![n]),
+            })
+        }
+        "Slice" => {
+            let x = ty(0);
+            one(TensorType {
+                dtype: x.dtype,
+                shape: x
+                    .shape
+                    .as_ref()
+                    .and_then(|s| slice_shape(g, node, opset, s)),
+            })
+        }
+        "Split" => {
+            let x = ty(0);
+            split_shapes(g, node, opset, &x)
+        }
         _ => unknown,
     }
 }
@@ -361,7 +512,6 @@ fn infer_ms_node(g: &Graph, node: &Node) -> Vec<TensorType> {
         .unwrap_or_default();
     match node.op_type.as_str() {
         "Gelu" | "FastGelu" | "BiasGelu" => fit(node, vec![x]),
-        "LayerNormalization" => layer_norm_types(node, x),
         "SkipLayerNormalization" => {
             // mean and inv_std_var: float32 (type U), input's shape with the last dim 1.
             let shape = x.shape.as_ref().filter(|s| !s.is_empty()).map(|s| {
@@ -452,4 +602,181 @@ fn reduce_like_shape(node: &Node, s: &[Dim], axes: &[i64]) -> Option<Vec<Dim>> {
             )
         }
     }
+}
+
+/// Largest rank inferred from the declared length of a shape input (Expand, ConstantOfShape):
+/// declared dims are unchecked, and a bigger rank is implausible.
+const MAX_SHAPE_DATA_RANK: i64 = 64;
+
+/// Product of dims: known numbers multiply; a single symbolic dim among 1s passes through.
+fn dim_product(dims: &[Dim]) -> Dim {
+    let mut known = 1i64;
+    let mut other = Vec::new();
+    for d in dims {
+        match d {
+            Dim::Known(v) => match known.checked_mul(*v) {
+                Some(p) => known = p,
+                None => return Dim::Unknown,
+            },
+            d => other.push(d),
+        }
+    }
+    match other.as_slice() {
+        [] => Dim::Known(known),
+        [one] if known == 1 => (*one).clone(),
+        _ if known == 0 => Dim::Known(0),
+        _ => Dim::Unknown,
+    }
+}
+
+/// The one value of a constant scalar input (any numeric type) as f64.
+fn const_scalar_f64(g: &Graph, v: Option<ValueId>) -> Option<f64> {
+    let t = constant_tensor(g, v?)?;
+    (t.len() == 1 && t.dtype() != DType::BOOL).then(|| t.to_f64_vec()[0])
+}
+
+/// Range's length, max(ceil((limit - start) / delta), 0), when it is a sane number.
+fn range_len(start: f64, limit: f64, delta: f64) -> Option<i64> {
+    let n = ((limit - start) / delta).ceil();
+    (delta != 0.0 && n.is_finite() && n < i64::MAX as f64).then(|| n.max(0.0) as i64)
+}
+
+/// Slice's output dims: unsliced axes pass through, sliced ones are computed from constant
+/// starts/ends/steps where the dim is known (or the slice is plainly the whole axis).
+fn slice_shape(g: &Graph, node: &Node, opset: i64, s: &[Dim]) -> Option<Vec<Dim>> {
+    let rank = s.len();
+    let (starts, ends, axes, steps) = if opset >= 10 {
+        let opt = |i: usize| match node.input(i) {
+            None => Some(None),
+            Some(_) => const_ints(g, node.input(i)).map(Some),
+        };
+        (
+            const_ints(g, node.input(1)),
+            const_ints(g, node.input(2)),
+            opt(3),
+            opt(4).unwrap_or(None),
+        )
+    } else {
+        let a = |n: &str| node.attr_ints(n).map(<[i64]>::to_vec);
+        (a("starts"), a("ends"), Some(a("axes")), None)
+    };
+    // Without constant axes any axis may change: only the rank is known.
+    let Some(axes) = axes else {
+        return Some(vec![Dim::Unknown; rank]);
+    };
+    let (Some(starts), Some(ends)) = (starts, ends) else {
+        let Some(axes) = axes else {
+            return Some(vec![Dim::Unknown; rank]);
+        };
+        let mut out = s.to_vec();
+        for a in axes {
+            out[norm_axis(a, rank)?] = Dim::Unknown;
+        }
+        return Some(out);
+    };
+    let k = starts.len();
+    let axes = axes.unwrap_or_else(|| (0..k as i64).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; k]);
+    if ends.len() != k || axes.len() != k || steps.len() != k {
+        return None;
+    }
+    let mut out = s.to_vec();
+    for i in 0..k {
+        let ax = norm_axis(axes[i], rank)?;
+        let (st, en, step) = (starts[i], ends[i], steps[i]);
+        if step == 0 {
+            return None;
+        }
+        out[ax] = match &s[ax] {
+            Dim::Known(d) => Dim::Known(slice_len(st, en, step, *d)),
+            // [0, INT64_MAX) with step 1 is the whole axis, whatever its size.
+            d if st == 0 && step == 1 && en >= i32::MAX as i64 => d.clone(),
+            _ => Dim::Unknown,
+        };
+    }
+    Some(out)
+}
+
+/// Elements a Slice of a known axis keeps (same clamping as the kernel).
+fn slice_len(start: i64, end: i64, step: i64, d: i64) -> i64 {
+    if d <= 0 {
+        return 0;
+    }
+    let fix = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
+    let (s, e) = (fix(start), fix(end));
+    if step > 0 {
+        let (s, e) = (s.clamp(0, d), e.clamp(0, d));
+        if e <= s {
+            0
+        } else {
+            (e - s - 1) / step + 1
+        }
+    } else {
+        let (s, e) = (s.clamp(0, d - 1), e.clamp(-1, d - 1));
+        if s <= e {
+            0
+        } else {
+            ((s - e - 1) as u64 / step.unsigned_abs()) as i64 + 1
+        }
+    }
+}
+
+/// Split's output types: the split axis takes the part sizes where they are known.
+fn split_shapes(g: &Graph, node: &Node, opset: i64, x: &TensorType) -> Vec<TensorType> {
+    let n = node.outputs.len();
+    let parts = |sizes: Option<Vec<Dim>>| -> Vec<TensorType> {
+        let shape_of = |i: usize| {
+            let s = x.shape.as_ref()?;
+            let ax = norm_axis(node.attr_int("axis").unwrap_or(0), s.len())?;
+            let mut out = s.clone();
+            out[ax] = sizes
+                .as_ref()
+                .and_then(|v| v.get(i).cloned())
+                .unwrap_or(Dim::Unknown);
+            Some(out)
+        };
+        (0..n)
+            .map(|i| TensorType {
+                dtype: x.dtype,
+                shape: shape_of(i),
+            })
+            .collect()
+    };
+    let given = if opset >= 13 {
+        node.input(1).and_then(|_| const_ints(g, node.input(1)))
+    } else {
+        node.attr_ints("split").map(<[i64]>::to_vec)
+    };
+    if let Some(v) = given {
+        return parts((v.len() == n).then(|| v.into_iter().map(Dim::Known).collect()));
+    }
+    if opset >= 13 && node.input(1).is_some() {
+        return parts(None);
+    }
+    let dim = x.shape.as_ref().and_then(|s| {
+        let ax = norm_axis(node.attr_int("axis").unwrap_or(0), s.len())?;
+        match s[ax] {
+            Dim::Known(d) => Some(d),
+            _ => None,
+        }
+    });
+    let k = if opset >= 18 {
+        node.attr_int("num_outputs").unwrap_or(n as i64)
+    } else {
+        n as i64
+    };
+    let sizes = dim
+        .filter(|&d| d >= 0 && k >= 1 && k as usize == n)
+        .and_then(|d| {
+            let round_up = opset >= 18 && d % k != 0;
+            let chunk = d / k + i64::from(round_up);
+            let last = d - chunk.checked_mul(k - 1)?;
+            let even = opset >= 18 || d % k == 0;
+            (even && last >= 0).then(|| {
+                let mut v = vec![Dim::Known(chunk); n - 1];
+                v.push(Dim::Known(last));
+                v
+            })
+        });
+    parts(sizes)
 }

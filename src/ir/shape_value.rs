@@ -15,7 +15,7 @@ use crate::ir::node::ValueId;
 use crate::ir::types::Dim;
 use crate::limits::Limits;
 use crate::onnx::tensor::to_tensor;
-use crate::tensor::DType;
+use crate::tensor::{DType, Tensor};
 
 /// Longest value tracked (a shape of rank 8 is the most exporters build).
 pub const MAX_ELEMENTS: usize = 8;
@@ -34,29 +34,37 @@ fn small_rank(g: &Graph, v: ValueId) -> Option<usize> {
     g.value(v).ty.rank().filter(|&r| r <= 1)
 }
 
-/// Element values of a constant tensor (initializer or Constant node), integers only.
-pub fn constant_ints(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
+/// A constant tensor: an initializer no input overrides, or a Constant node's `value`,
+/// `value_int` or `value_float`.
+pub fn constant_tensor(g: &Graph, v: ValueId) -> Option<Tensor> {
     let limits = Limits::default();
     if let Some(t) = g.constant(v) {
-        if t.dims.len() > 1 || !matches!(DType(t.data_type), DType::I64 | DType::I32) {
-            return None;
-        }
-        return to_tensor(t, &limits).ok()?.to_i64_vec();
+        return to_tensor(t, &limits).ok();
     }
     let node = g.node(g.producer(v)?);
     if !node.is("Constant") {
         return None;
     }
     if let Some(t) = node.attr_tensor("value") {
-        if t.dims.len() > 1 || !matches!(DType(t.data_type), DType::I64 | DType::I32) {
-            return None;
-        }
-        return to_tensor(t, &limits).ok()?.to_i64_vec();
+        return to_tensor(t, &limits).ok();
     }
     if let Some(i) = node.attr_int("value_int") {
-        return Some(vec![i]);
+        return Some(Tensor::I64(ndarray::ArrayD::from_elem(vec![], i)));
     }
-    node.attr_ints("value_ints").map(|v| v.to_vec())
+    if let Some(f) = node.attr_float("value_float") {
+        return Some(Tensor::scalar_f32(f));
+    }
+    let ints = node.attr_ints("value_ints")?;
+    Some(Tensor::from_i64s(ints))
+}
+
+/// Element values of a constant integer tensor of rank 0 or 1.
+pub fn constant_ints(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
+    let t = constant_tensor(g, v)?;
+    if t.shape().len() > 1 || !matches!(t.dtype(), DType::I64 | DType::I32) {
+        return None;
+    }
+    t.to_i64_vec()
 }
 
 fn known(v: &[i64]) -> Vec<Dim> {

@@ -225,18 +225,6 @@ def test_layer_norm_default_domain_opset14(fuselab, tmp_path, stash, axis):
     check(fuselab, tmp_path, m, inputs, f"LayerNormalization-14 axis {axis} stash {stash}", seed=6)
 
 
-@pytest.mark.parametrize("axis", [-1, 1])
-def test_layer_norm_com_microsoft(fuselab, tmp_path, axis):
-    node, inputs, outs = ln_case(MS, F32, (2, 5, 16), axis, True)
-    m = model(node, inputs, outs, 14)
-    # onnxruntime has no com.microsoft LayerNormalization: compare with its default-domain one.
-    ort_m = onnx.ModelProto()
-    ort_m.CopyFrom(m)
-    ort_m.graph.node[0].domain = ""
-    check(fuselab, tmp_path, m, inputs, f"com.microsoft.LayerNormalization axis {axis}", seed=7,
-          ort_model=ort_m)
-
-
 # ---------------------------------------------------------------------------------------------
 # Gelu, FastGelu, BiasGelu
 

@@ -114,6 +114,52 @@ where
     })
 }
 
+/// `if c { x } else { y }` element-wise over the three inputs broadcast together (Where). Like
+/// `binary_map`, inputs are only viewed and the output is in standard layout.
+pub fn select_map<T: Copy>(
+    ctx: &KernelCtx,
+    op: &str,
+    c: &ArrayD<bool>,
+    x: &ArrayD<T>,
+    y: &ArrayD<T>,
+) -> Result<ArrayD<T>, String> {
+    if c.shape() == x.shape() && c.shape() == y.shape() {
+        if let (Some(sc), Some(sx), Some(sy)) = (c.as_slice(), x.as_slice(), y.as_slice()) {
+            let v: Vec<T> = sc
+                .iter()
+                .zip(sx.iter().zip(sy))
+                .map(|(&c, (&a, &b))| if c { a } else { b })
+                .collect();
+            return from_vec(op, c.shape(), v);
+        }
+    }
+    let shape = broadcast_shape(op, c.shape(), x.shape())
+        .and_then(|s| broadcast_shape(op, &s, y.shape()))
+        .map_err(|_| {
+            format!(
+                "{op}: shapes {:?}, {:?} and {:?} cannot be broadcast together",
+                c.shape(),
+                x.shape(),
+                y.shape()
+            )
+        })?;
+    check_out(ctx, op, &shape, (std::mem::size_of::<T>() * 8) as u64)?;
+    let dim = IxDyn(&shape);
+    let cannot = |s: &[usize]| format!("{op}: cannot broadcast {s:?} to {shape:?}");
+    let cv = c.broadcast(dim.clone()).ok_or_else(|| cannot(c.shape()))?;
+    let xv = x.broadcast(dim.clone()).ok_or_else(|| cannot(x.shape()))?;
+    let yv = y.broadcast(dim).ok_or_else(|| cannot(y.shape()))?;
+    let out = Zip::from(&cv)
+        .and(&xv)
+        .and(&yv)
+        .map_collect(|&c, &a, &b| if c { a } else { b });
+    Ok(if out.is_standard_layout() {
+        out
+    } else {
+        out.as_standard_layout().into_owned()
+    })
+}
+
 fn from_vec<O>(op: &str, shape: &[usize], v: Vec<O>) -> Result<ArrayD<O>, String> {
     ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| format!("{op}: {e}"))
 }

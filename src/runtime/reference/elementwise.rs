@@ -68,7 +68,7 @@ fn arith_typed<O: BinOp, T: Num>(
 
 /// Opsets before 7 broadcast by `broadcast`/`axis` attributes (axis-aligned, not numpy's
 /// right-aligned rule). Refused rather than computed the modern way, which would be wrong.
-fn refuse_legacy_broadcast(ctx: &KernelCtx, op: &str) -> Result<(), String> {
+pub(super) fn refuse_legacy_broadcast(ctx: &KernelCtx, op: &str) -> Result<(), String> {
     if ctx.node.attr("broadcast").is_some() || (ctx.opset < 7 && ctx.node.attr("axis").is_some()) {
         return Err(format!(
             "{op}: the legacy (opset < 7) broadcast/axis attributes are not supported"

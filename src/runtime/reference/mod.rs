@@ -5,8 +5,10 @@
 
 mod broadcast;
 mod common;
+mod compare;
 mod elementwise;
 mod eyelike;
+mod index_ops;
 mod matmul;
 mod reduce;
 mod shape_ops;
@@ -37,36 +39,53 @@ use crate::ir::model::MS_DOMAIN;
 const KERNELS: &[(&str, &str, Kernel)] = &[
     ("", "Abs", elementwise::abs),
     ("", "Add", elementwise::add),
+    ("", "And", compare::and),
     ("", "Cast", shape_ops::cast),
     ("", "Concat", shape_ops::concat),
     ("", "Constant", shape_ops::constant),
+    ("", "ConstantOfShape", index_ops::constant_of_shape),
     ("", "Div", elementwise::div),
+    ("", "Equal", compare::equal),
     ("", "Erf", elementwise::erf),
     ("", "Exp", elementwise::exp),
+    ("", "Expand", index_ops::expand),
     ("", "EyeLike", eyelike::eye_like),
+    ("", "Flatten", index_ops::flatten),
+    ("", "Gather", index_ops::gather),
     ("", "Gemm", matmul::gemm),
+    ("", "Greater", compare::greater),
+    ("", "GreaterOrEqual", compare::greater_or_equal),
     ("", "Identity", shape_ops::identity),
+    ("", "Less", compare::less),
+    ("", "LessOrEqual", compare::less_or_equal),
     ("", "Log", elementwise::log),
     ("", "MatMul", matmul::matmul),
     ("", "Mul", elementwise::mul),
     ("", "Neg", elementwise::neg),
+    ("", "Not", compare::not),
+    ("", "Or", compare::or),
     ("", "Pow", elementwise::pow),
+    ("", "Range", index_ops::range),
     ("", "ReduceMean", reduce::reduce_mean),
     ("", "ReduceSum", reduce::reduce_sum),
     ("", "Relu", elementwise::relu),
     ("", "Reshape", shape_ops::reshape),
     ("", "Shape", shape_ops::shape),
     ("", "Sigmoid", elementwise::sigmoid),
+    ("", "Slice", index_ops::slice),
     ("", "Softmax", reduce::softmax),
+    ("", "Split", index_ops::split),
     ("", "Sqrt", elementwise::sqrt),
     ("", "Squeeze", shape_ops::squeeze),
     ("", "Sub", elementwise::sub),
     ("", "Tanh", elementwise::tanh),
     ("", "Transpose", shape_ops::transpose),
+    ("", "Trilu", index_ops::trilu),
     ("", "Unsqueeze", shape_ops::unsqueeze),
+    ("", "Where", compare::where_),
+    ("", "Xor", compare::xor),
     (FUSELAB_DOMAIN, "AddEyeLike", eyelike::add_eye_like),
     ("", "LayerNormalization", transformer::layer_norm),
-    (MS_DOMAIN, "LayerNormalization", transformer::layer_norm),
     (
         MS_DOMAIN,
         "SkipLayerNormalization",
@@ -110,7 +129,7 @@ mod tests {
         for &(d, op) in supported_ops() {
             assert!(lookup(d, op).is_some(), "{d}:{op}");
         }
-        assert_eq!(supported_ops().len(), 36);
+        assert_eq!(supported_ops().len(), 53);
         assert!(lookup("ai.onnx", "Add").is_some());
         assert!(lookup(FUSELAB_DOMAIN, "AddEyeLike").is_some());
         assert!(lookup("", "AddEyeLike").is_none());
