@@ -18,6 +18,7 @@ pub const CLEANUP_RULES: &[&str] = &[
     "reshape_target",
     "reshape_noop",
     "cse",
+    "gemm_to_matmul",
 ];
 
 #[derive(Clone, Debug, Serialize)]

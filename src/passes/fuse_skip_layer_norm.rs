@@ -41,6 +41,9 @@ impl Rule for FuseSkipLayerNorm {
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let ln = g.node(id);
+        if ln.op_type == "SkipLayerNormalization" && ln.domain == MS_DOMAIN {
+            return absorb_bias(model, id);
+        }
         if !ln.is("LayerNormalization") {
             return Proposal::NoMatch;
         }
@@ -138,6 +141,43 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
         remove,
         add: vec![fused],
         opsets: vec![(MS_DOMAIN.to_string(), 1)],
+        ..Default::default()
+    })
+}
+
+/// A second anchor: a SkipLayerNormalization without bias whose input or skip is a single-use
+/// `Add(X, bias)` (an Add that appeared after the fusion, e.g. from `gemm_to_matmul`) takes the
+/// bias in.
+fn absorb_bias(model: &Model, id: NodeId) -> Proposal {
+    let g = &model.graph;
+    let skip = g.node(id);
+    if skip.input(4).is_some() {
+        return Proposal::NoMatch;
+    }
+    let (Some(input), Some(sk), Some(y)) = (skip.input(0), skip.input(1), skip.output(0)) else {
+        return Proposal::NoMatch;
+    };
+    let Ok(hidden) = last_dim(g, y) else {
+        return Proposal::NoMatch;
+    };
+    let found = [(0, input), (1, sk)]
+        .into_iter()
+        .find_map(|(slot, v)| bias_add(model, v, hidden).map(|(add, x, c)| (slot, add, x, c)));
+    let Some((slot, add_id, x, c)) = found else {
+        return Proposal::NoMatch;
+    };
+    let other = if slot == 0 { sk } else { input };
+    if !g.value(x).ty.same_shape_as(&g.value(other).ty) {
+        return Proposal::NoMatch;
+    }
+    let mut fused = skip.clone();
+    fused.name = fresh_node_name(g, &format!("{}_bias", skip.label(id)));
+    fused.inputs[slot] = Some(x);
+    fused.inputs.resize(5, None);
+    fused.inputs[4] = Some(c);
+    Proposal::Rewrite(Patch {
+        remove: vec![add_id, id],
+        add: vec![fused],
         ..Default::default()
     })
 }

@@ -10,6 +10,7 @@ pub mod fuse_fast_gelu;
 pub mod fuse_gelu;
 pub mod fuse_layer_norm;
 pub mod fuse_skip_layer_norm;
+pub mod gemm_to_matmul;
 pub mod identity;
 pub mod matchers;
 pub mod rewrite;
@@ -27,6 +28,7 @@ pub const ALL_RULES: &[&str] = &[
     "reshape_target",
     "reshape_noop",
     "cse",
+    "gemm_to_matmul",
     "add_eyelike",
     "layer_norm",
     "skip_layer_norm",
@@ -45,6 +47,7 @@ pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
         "reshape_target" => Box::new(fold_shapes::ReshapeTarget),
         "reshape_noop" => Box::new(fold_shapes::ReshapeNoop),
         "cse" => Box::new(cse::CommonSubexpressions),
+        "gemm_to_matmul" => Box::new(gemm_to_matmul::GemmToMatMul),
         "add_eyelike" => Box::new(fuse_add_eyelike::FuseAddEyeLike),
         "layer_norm" => Box::new(fuse_layer_norm::FuseLayerNorm),
         "skip_layer_norm" => Box::new(fuse_skip_layer_norm::FuseSkipLayerNorm),

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use crate::ir::types::TensorType;
 use crate::ir::verify::verify;
 use crate::ir::{Model, Node, NodeId, ValueId};
 use crate::onnx::proto::TensorProto;
@@ -23,9 +24,9 @@ pub struct Patch {
     /// (domain, version) the added nodes need imported; an older import of the domain is
     /// raised to `version` (the rule checks that raising keeps the other nodes' meaning).
     pub opsets: Vec<(String, i64)>,
-    /// New constant values (name, tensor): added nodes read them through the placeholder ids
-    /// `new_initializer` returns, which `apply` maps to the values it creates.
-    pub new_initializers: Vec<(String, TensorProto)>,
+    /// New values (name, type, initializer if constant): added nodes name them through the
+    /// placeholder ids `new_value`/`new_initializer` return, which `apply` maps to real values.
+    pub new_values: Vec<(String, TensorType, Option<TensorProto>)>,
 }
 
 /// Placeholder ids for `Patch::new_initializers` count down from here.
@@ -35,8 +36,15 @@ impl Patch {
     /// Adds a new initializer called `name` (the rule picks a fresh name) and returns the id
     /// that added nodes use to read it.
     pub fn new_initializer(&mut self, name: &str, t: TensorProto) -> ValueId {
-        self.new_initializers.push((name.to_string(), t));
-        ValueId(PLACEHOLDER_TOP - (self.new_initializers.len() as u32 - 1))
+        let ty = TensorType::from_tensor_proto(&t);
+        self.new_values.push((name.to_string(), ty, Some(t)));
+        ValueId(PLACEHOLDER_TOP - (self.new_values.len() as u32 - 1))
+    }
+
+    /// Adds a new intermediate value (an output of an added node) of type `ty`.
+    pub fn new_value(&mut self, name: &str, ty: TensorType) -> ValueId {
+        self.new_values.push((name.to_string(), ty, None));
+        ValueId(PLACEHOLDER_TOP - (self.new_values.len() as u32 - 1))
     }
 }
 
@@ -239,10 +247,11 @@ pub fn apply(
         g.set_initializer(v, t);
     }
     let mut placeholders = Vec::new();
-    for (name, t) in patch.new_initializers {
-        let ty = crate::ir::types::TensorType::from_tensor_proto(&t);
+    for (name, ty, init) in patch.new_values {
         let v = g.new_value(&name, ty);
-        g.set_initializer(v, t);
+        if let Some(t) = init {
+            g.set_initializer(v, t);
+        }
         placeholders.push(v);
     }
     let resolve = |v: ValueId| -> ValueId {
@@ -251,7 +260,12 @@ pub fn apply(
     };
     let mut added = Vec::new();
     for mut node in patch.add {
-        for v in node.inputs.iter_mut().flatten() {
+        for v in node
+            .inputs
+            .iter_mut()
+            .chain(node.outputs.iter_mut())
+            .flatten()
+        {
             *v = resolve(*v);
         }
         let id = g.add_node(node)?;
