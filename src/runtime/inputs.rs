@@ -47,8 +47,35 @@ pub fn concrete_shape(shape: &[Dim], dims: &HashMap<String, usize>) -> Vec<usize
         .collect()
 }
 
+/// Exclusive upper bound for random integers in `id`: 8, or less where `id` is the indices of a
+/// Gather whose data axis has a smaller static size (a BERT token-type table has 2 rows).
+fn int_bound(model: &Model, id: crate::ir::ValueId) -> u64 {
+    let g = &model.graph;
+    let mut bound = 8u64;
+    for &n in g.consumers(id) {
+        let node = g.node(n);
+        if !(node.is_onnx_domain() && node.op_type == "Gather" && node.input(1) == Some(id)) {
+            continue;
+        }
+        let Some(data) = node.input(0) else { continue };
+        let Some(dims) = g.value(data).ty.static_shape() else {
+            continue;
+        };
+        let r = dims.len() as i64;
+        let axis = node.attr_int("axis").unwrap_or(0);
+        let axis = if axis < 0 { axis + r } else { axis };
+        if let Some(&d) = usize::try_from(axis).ok().and_then(|a| dims.get(a)) {
+            if d > 0 {
+                bound = bound.min(d as u64);
+            }
+        }
+    }
+    bound
+}
+
 /// Random values for every graph input that has no initializer and is not in `given`.
-/// Floats are uniform in [-1, 1); integers in [0, 8) (safe as indices); bools fair coins.
+/// Floats are uniform in [-1, 1); integers in [0, 8), or [0, n) as the indices of a Gather along
+/// an axis of static size n < 8 (safe as indices); bools fair coins.
 pub fn random_inputs(
     model: &Model,
     given: &HashMap<String, Tensor>,
@@ -76,12 +103,18 @@ pub fn random_inputs(
         let t = match dtype {
             DType::F32 => Tensor::F32(ArrayD::from_shape_simple_fn(ix, || rng.next_f32())),
             DType::F64 => Tensor::F64(ArrayD::from_shape_simple_fn(ix, || rng.next_f32() as f64)),
-            DType::I64 => Tensor::I64(ArrayD::from_shape_simple_fn(ix, || {
-                (rng.next_u64() % 8) as i64
-            })),
-            DType::I32 => Tensor::I32(ArrayD::from_shape_simple_fn(ix, || {
-                (rng.next_u64() % 8) as i32
-            })),
+            DType::I64 => {
+                let m = int_bound(model, id);
+                Tensor::I64(ArrayD::from_shape_simple_fn(ix, || {
+                    (rng.next_u64() % m) as i64
+                }))
+            }
+            DType::I32 => {
+                let m = int_bound(model, id);
+                Tensor::I32(ArrayD::from_shape_simple_fn(ix, || {
+                    (rng.next_u64() % m) as i32
+                }))
+            }
             DType::BOOL => {
                 Tensor::Bool(ArrayD::from_shape_simple_fn(ix, || rng.next_u64() & 1 == 1))
             }
@@ -96,4 +129,31 @@ pub fn random_inputs(
         out.insert(v.name.clone(), t);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::builder::{dims, GraphBuilder};
+
+    #[test]
+    fn gather_indices_stay_inside_a_small_table() {
+        let mut b = GraphBuilder::new("g", 17);
+        let table = b.initializer("types", &Tensor::F32(ArrayD::zeros(IxDyn(&[2, 4]))));
+        let ids = b.input("token_type_ids", DType::I64, dims(&[64]));
+        let other = b.input("other", DType::I32, dims(&[64]));
+        let emb = b.op("Gather", &[table, ids], vec![]);
+        b.output(emb, "E");
+        // Marking it an output renames the input to "O".
+        b.output(other, "O");
+        let m = b.build();
+        let lim = Limits::default();
+        let got = random_inputs(&m, &HashMap::new(), &HashMap::new(), 0, &lim).unwrap();
+        let ids = got["token_type_ids"].to_i64_vec().unwrap();
+        assert!(ids.iter().all(|&v| (0..2).contains(&v)), "{ids:?}");
+        assert!(ids.contains(&0) && ids.contains(&1), "{ids:?}");
+        let other = got["O"].to_i64_vec().unwrap();
+        assert!(other.iter().all(|&v| (0..8).contains(&v)), "{other:?}");
+        assert!(other.iter().any(|&v| v >= 2), "{other:?}");
+    }
 }
