@@ -39,15 +39,30 @@ pub fn infer_types(model: &mut Model) {
         let inferred = infer_node(&model.graph, &node, opset);
         for (slot, ty) in node.outputs.iter().zip(inferred) {
             let Some(v) = slot else { continue };
+            let name = model.graph.name(*v).to_string();
             let cur = &mut model.graph.value_mut(*v).ty;
             if cur.dtype.is_none() {
                 cur.dtype = ty.dtype;
             }
             if cur.shape.is_none() {
-                cur.shape = ty.shape;
+                cur.shape = ty.shape.map(|dims| name_unknown_dims(&name, dims));
             }
         }
     }
+}
+
+/// Gives each dim that inference could not decide a symbol of its own, `?value[axis]`: the
+/// run-time size of that axis of that value. Values computed from it (elementwise ops, norms,
+/// reshapes that copy the dim) then provably share it, as onnxruntime's symbolic shape
+/// inference does with its `unk__N` names; two such symbols are never assumed equal.
+fn name_unknown_dims(value: &str, dims: Vec<Dim>) -> Vec<Dim> {
+    dims.into_iter()
+        .enumerate()
+        .map(|(i, d)| match d {
+            Dim::Unknown => Dim::Sym(format!("?{value}[{i}]")),
+            d => d,
+        })
+        .collect()
 }
 
 /// Type errors `verify()` reports: same-type ops fed different element types, and node outputs
