@@ -19,8 +19,11 @@ pub struct OptimizeOptions {
     /// Compare outputs of original vs optimized (needs every op on the reference backend).
     pub parity: bool,
     pub tolerance: f64,
-    /// Sizes of symbolic input dims for the parity inputs.
+    /// Sizes of symbolic input dims for the parity inputs. Never changes the saved model.
     pub dims: HashMap<String, usize>,
+    /// Symbolic dims the optimized model is specialized to (`--fix-dim`); the parity inputs use
+    /// these sizes too.
+    pub fix_dims: HashMap<String, i64>,
     pub seed: u64,
     pub limits: Limits,
 }
@@ -32,6 +35,7 @@ impl Default for OptimizeOptions {
             parity: true,
             tolerance: DEFAULT_TOLERANCE,
             dims: HashMap::new(),
+            fix_dims: HashMap::new(),
             seed: 0,
             limits: Limits::default(),
         }
@@ -66,13 +70,27 @@ pub fn optimize_with(
             opts.tolerance
         )));
     }
+    let mut dims = opts.dims.clone();
+    for (name, &v) in &opts.fix_dims {
+        match dims.get(name) {
+            Some(&d) if d as i64 != v => {
+                return Err(Error::Other(format!(
+                    "--dim {name}={d} contradicts --fix-dim {name}={v}"
+                )))
+            }
+            _ => {
+                dims.insert(name.clone(), v as usize);
+            }
+        }
+    }
     let mut optimized = original.clone();
     let t0 = clock();
+    crate::ir::specialize::fix_dims(&mut optimized, &opts.fix_dims)?;
     let trace = Engine::new(rules).run(&mut optimized)?;
     let optimize_ms = clock() - t0;
     let parity = if opts.parity {
         let lim = &opts.limits;
-        let inputs = random_inputs(original, &HashMap::new(), &opts.dims, opts.seed, lim)?;
+        let inputs = random_inputs(original, &HashMap::new(), &dims, opts.seed, lim)?;
         let a = Executor::new(original, lim)
             .and_then(|ex| ex.run(&inputs))
             .map_err(|e| {
@@ -92,7 +110,7 @@ pub fn optimize_with(
     for &i in &original.graph.inputs {
         for d in original.graph.value(i).ty.shape.iter().flatten() {
             if let crate::ir::Dim::Sym(s) = d {
-                let n = opts.dims.get(s).copied().unwrap_or(DEFAULT_DIM);
+                let n = dims.get(s).copied().unwrap_or(DEFAULT_DIM);
                 rep.dims.insert(s.clone(), n);
             }
         }

@@ -62,6 +62,10 @@ enum Command {
         /// Largest max-abs-diff accepted by the parity check.
         #[arg(long, default_value_t = DEFAULT_TOLERANCE)]
         tolerance: f64,
+        /// Specialize the saved model to a fixed size of a symbolic dim, NAME=VALUE
+        /// (repeatable): shape chains then fold away. `--dim` only sizes the parity inputs.
+        #[arg(long = "fix-dim", value_name = "NAME=VALUE")]
+        fix_dims: Vec<String>,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -163,12 +167,14 @@ fn dispatch(cmd: Command) -> Result<i32> {
             rules,
             no_parity,
             tolerance,
+            fix_dims,
             run,
         } => optimize(
             &model,
             &output,
             report.as_deref(),
             &rules,
+            &fix_dims,
             no_parity,
             tolerance,
             &run,
@@ -292,15 +298,29 @@ fn optimize(
     output: &Path,
     report_path: Option<&Path>,
     rules: &[String],
+    fix_dims: &[String],
     no_parity: bool,
     tolerance: f64,
     run: &RunArgs,
 ) -> Result<i32> {
+    let fixed = fix_dims
+        .iter()
+        .map(|d| {
+            let (k, v) = split_pair(d, "--fix-dim")?;
+            let n = v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                Error::Other(format!(
+                    "--fix-dim {d}: '{v}' is not a non-negative integer"
+                ))
+            })?;
+            Ok((k.to_string(), n))
+        })
+        .collect::<Result<HashMap<String, i64>>>()?;
     let opts = OptimizeOptions {
         rules: rules.to_vec(),
         parity: !no_parity,
         tolerance,
         dims: run.dims()?,
+        fix_dims: fixed,
         seed: run.seed,
         limits: run.common.limits(),
     };

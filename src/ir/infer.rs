@@ -109,9 +109,20 @@ pub fn check_types(model: &Model) -> Result<()> {
     Ok(())
 }
 
-/// Integer contents of a constant input (initializer or Constant node).
+/// Integer contents of an input whose every element is statically known: a constant, or a
+/// shape computation `shape_value` can evaluate (e.g. from a Shape of a fully known shape).
 fn const_ints(g: &Graph, v: Option<ValueId>) -> Option<Vec<i64>> {
-    constant_ints(g, v?)
+    let v = v?;
+    if let Some(c) = constant_ints(g, v) {
+        return Some(c);
+    }
+    int_elements(g, v)?
+        .into_iter()
+        .map(|d| match d {
+            Dim::Known(k) => Some(k),
+            _ => None,
+        })
+        .collect()
 }
 
 /// numpy broadcasting over static dims; None when it cannot be decided.

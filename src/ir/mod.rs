@@ -6,6 +6,7 @@ pub mod infer;
 pub mod model;
 pub mod node;
 pub mod shape_value;
+pub mod specialize;
 pub mod types;
 pub mod verify;
 

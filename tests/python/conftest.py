@@ -56,13 +56,18 @@ def model_id(p: Path) -> str:
     return str(p.relative_to(REPO))
 
 
-def custom_domains(model: onnx.ModelProto) -> set[str]:
-    """Non-standard domains used by nodes of the main graph or any subgraph."""
+# Domains onnxruntime (CPU) has kernels for: the standard ones and its contrib ops.
+ORT_DOMAINS = STANDARD_DOMAINS | {"com.microsoft"}
+
+
+def custom_domains(model: onnx.ModelProto, known: set[str] = ORT_DOMAINS) -> set[str]:
+    """Domains used by nodes of the main graph or any subgraph that are not in `known` (by
+    default: that onnxruntime cannot run, e.g. ai.fuselab)."""
     out: set[str] = set()
 
     def walk(g: onnx.GraphProto) -> None:
         for n in g.node:
-            if n.domain not in STANDARD_DOMAINS:
+            if n.domain not in known:
                 out.add(n.domain)
             for a in n.attribute:
                 if a.HasField("g"):

@@ -28,6 +28,7 @@ from conftest import (
     DEFAULT_DIM,
     EYELIKE_ADD,
     REPO,
+    STANDARD_DOMAINS,
     Fuselab,
     custom_domains,
     make_inputs,
@@ -192,7 +193,7 @@ def optimized_no_parity(fuselab: Fuselab, tmp_path_factory: pytest.TempPathFacto
 
 
 def check_model(saved: onnx.ModelProto) -> None:
-    if custom_domains(saved):
+    if custom_domains(saved, STANDARD_DOMAINS):
         # onnx registers no schemas for com.microsoft / ai.fuselab ops, so the checker cannot
         # verify their inputs, attributes or types (it only requires an opset import for each
         # domain), and full_check's strict shape inference cannot infer through them, so types
