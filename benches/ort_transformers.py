@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""fuselab's optimized GPT-2/BERT vs onnxruntime on the CPU: latency ratio per model and size.
+
+Run from the repository root after `cargo build --release --bin fuselab`:
+
+    .venv/bin/python benches/ort_transformers.py [--runs 200] [--warmup 20] [--sizes 1x8,2x8,1x128]
+
+For each tests/models/*_tiny*.onnx and each BATCHxSEQ size, in one run of this script:
+- onnxruntime: one session (CPUExecutionProvider, intra_op_num_threads=1, inter_op_num_threads=1,
+  graph_optimization_level=ORT_ENABLE_ALL, so it runs its own optimized graph) on seeded inputs
+  of that size: `--warmup` untimed runs, then `--runs` timed ones;
+- fuselab: `fuselab bench MODEL --dim batch=B --dim seq=S --json` (reference backend, single
+  thread, original and optimized graphs interleaved on seeded inputs of the same shapes).
+Prints one JSON line per case and a table with fuselab optimized / onnxruntime (below 1.0 means
+fuselab is faster) and fuselab's fused-vs-unfused speedup. Shapes and value ranges match; the
+random values differ (latency does not depend on them for these models).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ["gpt2_tiny", "gpt2_tiny_op17", "bert_tiny", "bert_tiny_op17"]
+# Index ranges of integer inputs (vocabulary 1000, two token types).
+HIGH = {"input_ids": 1000, "token_type_ids": 2, "attention_mask": 2}
+
+
+def ort_bench(path: str, batch: int, seq: int, runs: int, warmup: int, seed: int) -> dict:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in onnx.load(path).graph.input:
+        feeds[i.name] = rng.integers(0, HIGH.get(i.name, 2), size=(batch, seq), dtype=np.int64)
+    if "attention_mask" in feeds:
+        feeds["attention_mask"][:] = 1
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return {"median_ms": statistics.median(times), "min_ms": min(times)}
+
+
+def fuselab_bench(binary: str, path: str, batch: int, seq: int, runs: int, warmup: int) -> dict:
+    argv = [binary, "bench", path, "--dim", f"batch={batch}", "--dim", f"seq={seq}",
+            "--runs", str(runs), "--warmup", str(warmup), "--json"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO)
+    return json.loads(out.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--sizes", default="1x8,2x8,1x128", help="comma-separated BATCHxSEQ")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--bin", default=os.environ.get("FUSELAB_BIN",
+                                                     os.path.join(REPO, "target/release/fuselab")))
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
+    sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",") if s]
+    rows = []
+    for m in args.models.split(","):
+        path = os.path.join(REPO, "tests", "models", f"{m}.onnx")
+        for batch, seq in sizes:
+            o = ort_bench(path, batch, seq, args.runs, args.warmup, args.seed)
+            f = fuselab_bench(args.bin, path, batch, seq, args.runs, args.warmup)
+            row = {
+                "model": m, "batch": batch, "seq": seq, "runs": args.runs,
+                "ort_median_ms": o["median_ms"],
+                "fuselab_optimized_median_ms": f["optimized"]["median_ms"],
+                "fuselab_original_median_ms": f["original"]["median_ms"],
+                "fuselab_over_ort": f["optimized"]["median_ms"] / o["median_ms"],
+                "fuselab_fused_speedup": f["speedup"],
+                "nodes_before": f["nodes_before"], "nodes_after": f["nodes_after"],
+                "max_abs_diff": f["max_abs_diff"],
+            }
+            rows.append(row)
+            print(json.dumps(row, sort_keys=True), flush=True)
+    print()
+    print(f"onnxruntime {ort.__version__} CPU (ORT_ENABLE_ALL, 1 thread) vs fuselab reference "
+          f"backend, {platform.machine()}, {args.runs} runs after {args.warmup} warmup")
+    print(f"{'model':<16} {'BxS':>6} {'ORT ms':>8} {'fuselab ms':>10} {'fuselab/ORT':>11} "
+          f"{'fused speedup':>13}")
+    for r in rows:
+        print(f"{r['model']:<16} {r['batch']}x{r['seq']:<4} {r['ort_median_ms']:>8.4f} "
+              f"{r['fuselab_optimized_median_ms']:>10.4f} {r['fuselab_over_ort']:>11.2f} "
+              f"{r['fuselab_fused_speedup']:>12.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
