@@ -9,17 +9,7 @@ use crate::ir::Model;
 use crate::passes::{Rejection, RewriteEvent, StopReason, Trace};
 use crate::runtime::parity::ParityReport;
 
-/// Rules that clean up rather than fuse; their added nodes are not counted as fusions.
-pub const CLEANUP_RULES: &[&str] = &[
-    "dce",
-    "identity",
-    "const_fold",
-    "shape_fold",
-    "reshape_target",
-    "reshape_noop",
-    "cse",
-    "gemm_to_matmul",
-];
+pub use crate::passes::CLEANUP_RULES;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct OptimizeReport {

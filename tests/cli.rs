@@ -247,3 +247,41 @@ fn unsupported_op_is_named_unless_parity_is_skipped() {
     assert_eq!(common::ops(&saved), vec![("Mystery".to_string(), 1)]);
     assert_eq!(saved.graph.name(saved.graph.outputs[0]), "Y");
 }
+
+#[test]
+fn optimize_help_names_every_rule() {
+    // `--rules` help is prose; it must not fall behind the rule list.
+    let help = ok(&["optimize", "--help"]).replace('\n', " ");
+    for rule in fuselab::passes::ALL_RULES {
+        assert!(
+            help.contains(rule),
+            "`optimize --help` does not mention rule '{rule}'"
+        );
+    }
+}
+
+#[test]
+fn fix_dim_errors_name_the_problem() {
+    let out = tmp("fix_dim_err.onnx");
+    let ex = example();
+    for (flag, needle) in [
+        ("N=-3", "not a non-negative integer"),
+        ("M=4", "no graph input has a dim named 'M'"),
+    ] {
+        let o = fuselab(&["optimize", s(&ex), "-o", s(&out), "--fix-dim", flag]);
+        assert_eq!(o.status.code(), Some(2), "{flag}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{flag}: {err}");
+    }
+    let o = fuselab(&[
+        "optimize",
+        s(&ex),
+        "-o",
+        s(&out),
+        "--fix-dim",
+        "N=4",
+        "--dim",
+        "N=5",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("contradicts"));
+}

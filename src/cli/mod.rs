@@ -169,16 +169,18 @@ fn dispatch(cmd: Command) -> Result<i32> {
             tolerance,
             fix_dims,
             run,
-        } => optimize(
-            &model,
-            &output,
-            report.as_deref(),
-            &rules,
-            &fix_dims,
-            no_parity,
-            tolerance,
-            &run,
-        ),
+        } => {
+            let opts = OptimizeOptions {
+                rules,
+                parity: !no_parity,
+                tolerance,
+                dims: run.dims()?,
+                fix_dims: fixed_dims(&fix_dims)?,
+                seed: run.seed,
+                limits: run.common.limits(),
+            };
+            optimize(&model, &output, report.as_deref(), &opts)
+        }
         Command::Run {
             model,
             inputs,
@@ -293,17 +295,9 @@ pub(crate) fn execute(
     Executor::new(model, limits)?.run(inputs)
 }
 
-fn optimize(
-    path: &Path,
-    output: &Path,
-    report_path: Option<&Path>,
-    rules: &[String],
-    fix_dims: &[String],
-    no_parity: bool,
-    tolerance: f64,
-    run: &RunArgs,
-) -> Result<i32> {
-    let fixed = fix_dims
+/// `--fix-dim NAME=VALUE` flags as a map.
+fn fixed_dims(flags: &[String]) -> Result<HashMap<String, i64>> {
+    flags
         .iter()
         .map(|d| {
             let (k, v) = split_pair(d, "--fix-dim")?;
@@ -314,20 +308,19 @@ fn optimize(
             })?;
             Ok((k.to_string(), n))
         })
-        .collect::<Result<HashMap<String, i64>>>()?;
-    let opts = OptimizeOptions {
-        rules: rules.to_vec(),
-        parity: !no_parity,
-        tolerance,
-        dims: run.dims()?,
-        fix_dims: fixed,
-        seed: run.seed,
-        limits: run.common.limits(),
-    };
+        .collect()
+}
+
+fn optimize(
+    path: &Path,
+    output: &Path,
+    report_path: Option<&Path>,
+    opts: &OptimizeOptions,
+) -> Result<i32> {
     let original = load(path, &opts.limits)?;
     let start = Instant::now();
     let clock = || ms(start);
-    let (optimized, rep) = pipeline::optimize(&original, &opts, &clock)?;
+    let (optimized, rep) = pipeline::optimize(&original, opts, &clock)?;
     onnx::save_file(&optimized, output)?;
     if let Some(p) = report_path {
         let text = serde_json::to_string_pretty(&rep).expect("serializable");

@@ -19,8 +19,8 @@ use crate::ir::Model;
 use crate::{Error, Result};
 pub use rewrite::{Engine, Patch, Proposal, Rejection, RewriteEvent, Rule, StopReason, Trace};
 
-/// Every rule, in the order the engine runs them by default.
-pub const ALL_RULES: &[&str] = &[
+/// Rules that clean up or canonicalize rather than fuse, in the order the engine runs them.
+pub const CLEANUP_RULES: &[&str] = &[
     "dce",
     "identity",
     "const_fold",
@@ -29,6 +29,11 @@ pub const ALL_RULES: &[&str] = &[
     "reshape_noop",
     "cse",
     "gemm_to_matmul",
+];
+
+/// Fusion rules, run after the cleanup rules in each sweep (layer_norm before skip_layer_norm,
+/// gelu before bias_gelu: the later rule works on the earlier one's output).
+pub const FUSION_RULES: &[&str] = &[
     "add_eyelike",
     "layer_norm",
     "skip_layer_norm",
@@ -36,6 +41,22 @@ pub const ALL_RULES: &[&str] = &[
     "bias_gelu",
     "fast_gelu",
 ];
+
+/// Every rule, in the order the engine runs them by default.
+pub const ALL_RULES: &[&str] = &{
+    const N: usize = CLEANUP_RULES.len() + FUSION_RULES.len();
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < CLEANUP_RULES.len() {
+            CLEANUP_RULES[i]
+        } else {
+            FUSION_RULES[i - CLEANUP_RULES.len()]
+        };
+        i += 1;
+    }
+    out
+};
 
 /// The rule called `name`.
 pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
