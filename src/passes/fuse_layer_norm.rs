@@ -18,7 +18,7 @@
 //! not a graph output; both ReduceMeans reduce only the last axis and keep it; the exponent is
 //! the constant 2 and eps a non-negative constant; scale and bias are 1-D constants of the hidden
 //! size, the statically known last dim of x (so Mul/Add do not broadcast x to another shape);
-//! x is f32 or f64 (the element types LayerNormalization and the reference kernel share).
+//! x is f32 (see `match_rest` for why not f64).
 //!
 //! LayerNormalization exists in ai.onnx from opset 17. A model importing opset 14–16 is raised
 //! to 17: no op changed meaning between 14 and 17 except RoiAlign (a new default for
@@ -102,9 +102,11 @@ fn match_rest(model: &Model, mean_id: NodeId, x: ValueId, sub_id: NodeId) -> Res
     let sub = g.node(sub_id);
     let d = sub.output(0).ok_or("Sub has no output")?;
     let dtype = g.value(x).ty.dtype;
-    if !matches!(dtype, Some(DType::F32) | Some(DType::F64)) {
+    // f32 only: for f64 the default stash_type (1) would compute the statistics in f32, and
+    // onnxruntime's CPU provider has no stash_type 11 (f64) LayerNormalization at opset 17.
+    if dtype != Some(DType::F32) {
         return Err(format!(
-            "'{}' is {}; LayerNormalization is fused for f32 and f64",
+            "'{}' is {}; LayerNormalization is fused for f32 only",
             g.name(x),
             dtype
                 .map(|d| d.to_string())
@@ -202,10 +204,7 @@ fn match_rest(model: &Model, mean_id: NodeId, x: ValueId, sub_id: NodeId) -> Res
         Some(s) => s,
         None => {
             let n = hidden as usize;
-            let ones = match dtype {
-                Some(DType::F64) => Tensor::F64(ndarray::ArrayD::ones(vec![n])),
-                _ => Tensor::F32(ndarray::ArrayD::ones(vec![n])),
-            };
+            let ones = Tensor::F32(ndarray::ArrayD::ones(vec![n]));
             let name = g.fresh_name(&format!("{}_scale", g.name(out)));
             patch.new_initializer(&name, from_tensor(&name, &ones))
         }
@@ -219,6 +218,7 @@ fn match_rest(model: &Model, mean_id: NodeId, x: ValueId, sub_id: NodeId) -> Res
     fused.outputs = vec![Some(out)];
     fused.set_attr(crate::ir::attr::int("axis", -1));
     fused.set_attr(crate::ir::attr::float("epsilon", eps as f32));
+
     patch.add.push(fused);
     Ok(patch)
 }
