@@ -654,3 +654,26 @@ fn fusions_need_f32() {
     b.output(y, "y");
     assert_not_fused(&b.build(), &["gelu"], "f32 only");
 }
+
+#[test]
+fn a_one_element_constant_of_higher_rank_is_not_a_scalar() {
+    // 0.5 as [1, 1, 1] broadcasts the rank-2 x to rank 3; a fused Gelu would give rank 2.
+    // Only rank-0 constants count as the pattern's scalars.
+    let mut b = GraphBuilder::new("gelu_rank", 14);
+    let x = b.input("x", DType::F32, dims(&[2, 8]));
+    let c = scalar(&mut b, "sqrt2", std::f32::consts::SQRT_2);
+    let s = b.op("Div", &[x, c], vec![]);
+    let e = b.op("Erf", &[s], vec![]);
+    let one = scalar(&mut b, "one", 1.0);
+    let p = b.op("Add", &[e, one], vec![]);
+    let xp = b.op("Mul", &[x, p], vec![]);
+    let half = b.initializer(
+        "half",
+        &Tensor::F32(ArrayD::from_elem(IxDyn(&[1, 1, 1]), 0.5)),
+    );
+    let y = b.op("Mul", &[xp, half], vec![]);
+    b.output(y, "y");
+    let m = b.build();
+    assert_eq!(m.graph.value(y).ty.rank(), Some(3));
+    assert_not_fused(&m, &["gelu"], "not by x or 0.5");
+}

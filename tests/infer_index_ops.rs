@@ -268,3 +268,19 @@ fn range_and_constant_of_shape() {
     assert_eq!(shape(&m, c2), Some(vec![Dim::Unknown; 3]));
     assert_eq!(dtype(&m, c2), Some(DType::I64));
 }
+
+#[test]
+fn slice_with_a_run_time_step_leaves_the_sliced_axis_unknown() {
+    // steps is a graph input: [0, 10) on axis 0 may have 10, 5, 4, ... elements.
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![Dim::Known(10), Dim::Known(6)]);
+    let i = |b: &mut GraphBuilder, n: &str, v: &[i64]| b.initializer(n, &Tensor::from_i64s(v));
+    let starts = i(&mut b, "starts", &[0]);
+    let ends = i(&mut b, "ends", &[10]);
+    let axes = i(&mut b, "axes", &[0]);
+    let steps = b.input("steps", DType::I64, vec![Dim::Known(1)]);
+    let y = b.op("Slice", &[x, starts, ends, axes, steps], vec![]);
+    b.output(y, "Y");
+    let m = b.build();
+    assert_eq!(shape(&m, y), Some(vec![Dim::Unknown, Dim::Known(6)]));
+}

@@ -51,6 +51,23 @@ pub fn infer_types(model: &mut Model) {
     }
 }
 
+/// Re-infers every shape that holds an undecided-dim symbol (`?value[axis]`), after rewrites or
+/// `--fix-dim` made more known: such shapes are inference's own, never declared.
+pub fn refresh_inferred_types(model: &mut Model) {
+    for i in 0..model.graph.value_count() {
+        let ty = &mut model.graph.value_mut(ValueId(i as u32)).ty;
+        let undecided = ty
+            .shape
+            .iter()
+            .flatten()
+            .any(|d| matches!(d, Dim::Sym(s) if s.starts_with('?')));
+        if undecided {
+            ty.shape = None;
+        }
+    }
+    infer_types(model);
+}
+
 /// Gives each dim that inference could not decide a symbol of its own, `?value[axis]`: the
 /// run-time size of that axis of that value. Values computed from it (elementwise ops, norms,
 /// reshapes that copy the dim) then provably share it, as onnxruntime's symbolic shape
@@ -676,12 +693,14 @@ fn slice_shape(g: &Graph, node: &Node, opset: i64, s: &[Dim]) -> Option<Vec<Dim>
             None => Some(None),
             Some(_) => const_ints(g, node.input(i)).map(Some),
         };
-        (
-            const_ints(g, node.input(1)),
-            const_ints(g, node.input(2)),
-            opt(3),
-            opt(4).unwrap_or(None),
-        )
+        // Steps present but not constant: no sliced length is known.
+        let steps = opt(4).unwrap_or_default();
+        let starts = if node.input(4).is_some() && steps.is_none() {
+            None
+        } else {
+            const_ints(g, node.input(1))
+        };
+        (starts, const_ints(g, node.input(2)), opt(3), steps)
     } else {
         let a = |n: &str| node.attr_ints(n).map(<[i64]>::to_vec);
         (a("starts"), a("ends"), Some(a("axes")), None)

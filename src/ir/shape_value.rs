@@ -107,7 +107,13 @@ fn walk(g: &Graph, v: ValueId, steps: &mut usize) -> Option<Vec<Dim>> {
             if !matches!(src, DType::I64 | DType::I32) {
                 return None;
             }
-            input(0, steps)?
+            let vals = input(0, steps)?;
+            // Casting to int32 wraps values outside its range: not tracked.
+            let fits = |d: &Dim| !matches!(d, Dim::Known(k) if i32::try_from(*k).is_err());
+            if to == DType::I32 && !vals.iter().all(fits) {
+                return None;
+            }
+            vals
         }
         "Concat" => {
             let mut out = Vec::new();
@@ -231,7 +237,7 @@ fn binary(op: &str, a: Vec<Dim>, b: Vec<Dim>) -> Option<Vec<Dim>> {
 }
 
 /// Reshape's output dims from the input dims and the target's elements (`allowzero` per the
-/// spec: 0 copies the input dim unless it is set). The -1 entry is solved when the remaining
+/// spec: a known 0 copies the input dim unless it is set; see below for symbolic elements). The -1 entry is solved when the remaining
 /// sizes cancel: known factors divide, equal symbols cancel.
 pub fn reshape_dims(input: Option<&[Dim]>, target: &[Dim], allowzero: bool) -> Vec<Dim> {
     let mut out: Vec<Dim> = target
@@ -242,6 +248,10 @@ pub fn reshape_dims(input: Option<&[Dim]>, target: &[Dim], allowzero: bool) -> V
                 .and_then(|s| s.get(i).cloned())
                 .unwrap_or(Dim::Unknown),
             Dim::Known(d) if *d < 0 => Dim::Unknown,
+            Dim::Known(d) => Dim::Known(*d),
+            // Assumption (as in onnxruntime's symbolic shape inference): a symbolic size in a
+            // target is not 0 at run time. Were it 0 with allowzero = 0, Reshape would copy
+            // the input's dim there instead; that empty-tensor corner is not modelled.
             d => d.clone(),
         })
         .collect();

@@ -48,18 +48,6 @@ pub fn fix_dims(model: &mut Model, fixed: &HashMap<String, i64>) -> Result<()> {
             fix_type(info, fixed);
         }
     }
-    // Dims inference could not decide before may be decidable now: infer them again.
-    for i in 0..g.value_count() {
-        let ty = &mut g.value_mut(crate::ir::ValueId(i as u32)).ty;
-        let undecided = ty
-            .shape
-            .iter()
-            .flatten()
-            .any(|d| matches!(d, Dim::Sym(s) if s.starts_with('?')));
-        if undecided {
-            ty.shape = None;
-        }
-    }
     for vi in g.output_info.values_mut() {
         if let Some(t) = vi.r#type.as_mut() {
             fix_type(t, fixed);
@@ -70,7 +58,8 @@ pub fn fix_dims(model: &mut Model, fixed: &HashMap<String, i64>) -> Result<()> {
             fix_type(t, fixed);
         }
     }
-    crate::ir::infer::infer_types(model);
+    // Dims inference could not decide before may be decidable now.
+    crate::ir::infer::refresh_inferred_types(model);
     Ok(())
 }
 

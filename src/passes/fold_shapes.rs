@@ -54,6 +54,13 @@ impl Rule for ShapeFold {
         else {
             return Proposal::NoMatch;
         };
+        // A declared type that disagrees with the computed elements: leave it to verify.
+        let declared_len = ty.static_shape().and_then(|s| s.first().copied());
+        if (rank == 0 && vals.len() != 1)
+            || (rank == 1 && declared_len.is_some_and(|n| n != vals.len() as i64))
+        {
+            return Proposal::NoMatch;
+        }
         let shape: Vec<usize> = if rank == 0 { vec![] } else { vec![vals.len()] };
         let t = match dtype {
             DType::I32 => {

@@ -245,6 +245,11 @@ fn check_raise(model: &Model, opset: i64) -> Result<(), String> {
              from below {LOWEST_RAISED_OPSET} is not supported"
         ));
     }
+    if !model.proto.functions.is_empty() {
+        return Err(format!(
+            "raising opset {opset} to 17 is not checked for the model's local functions"
+        ));
+    }
     let g = &model.graph;
     for id in g.node_ids() {
         let n = g.node(id);

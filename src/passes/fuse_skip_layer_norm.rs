@@ -77,6 +77,9 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
             "LayerNormalization axis {axis} is not the last axis"
         ));
     }
+    if ln.attr_int("stash_type").is_some_and(|t| t != 1) {
+        return Err("LayerNormalization computes its statistics in f64 (stash_type 11)".into());
+    }
     for (i, out) in ln.outputs.iter().enumerate().skip(1) {
         if let Some(v) = out {
             if g.is_graph_output(*v) || !g.consumers(*v).is_empty() {

@@ -80,9 +80,13 @@ pub fn pinned_names(model: &Model) -> std::collections::HashSet<String> {
 /// which accepts every f32/f64 spelling of constants like sqrt(2) or 0.044715 and nothing else.
 pub const CONST_REL_TOL: f64 = 1e-5;
 
-/// The single element of a constant `v` (any rank, one element), as f64.
+/// The value of a rank-0 constant `v`, as f64. A one-element constant of higher rank is not a
+/// scalar here: broadcasting it could raise the rank of the pattern's output.
 pub fn scalar_constant(model: &Model, v: ValueId) -> Option<f64> {
     let t = constant_value(model, v)?;
+    if !t.shape().is_empty() {
+        return None;
+    }
     match t.to_f64_vec().as_slice() {
         [x] => Some(*x),
         _ => None,

@@ -194,6 +194,9 @@ impl Engine {
                 stop = StopReason::FixedPoint;
                 break;
             }
+            // Rewrites can make dims decidable that were not (a MatMul now produces what a
+            // Reshape of a Gemm did): re-infer the shapes inference had left undecided.
+            crate::ir::infer::refresh_inferred_types(model);
         }
         let pinned = crate::passes::matchers::pinned_names(model);
         model.graph.remove_unused_initializers(&pinned);
