@@ -14,6 +14,10 @@
 //! constant 1-D C of N elements (or none); the first Reshape's target is [-1, K] with K x's
 //! statically known last dim; the second Reshape's target is x's leading dims (provably, as
 //! symbols or numbers) then N; the intermediates have one reader and are not graph outputs.
+//!
+//! One corner differs, with empty inputs only: when every leading dim is 0 the original's second
+//! Reshape reads its target `[0, 0, N]` as "copy" and gives `[0, N, N]`, the MatMul `[0, 0, N]`
+//! (both empty); with only a later leading dim 0 the original fails and the rewrite runs.
 
 use crate::ir::shape_value::int_elements;
 use crate::ir::types::Dim;
