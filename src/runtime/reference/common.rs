@@ -203,11 +203,14 @@ impl_num_int!(i64);
 /// Float-only math (Softmax, transcendental unary ops).
 pub trait Float: Num {
     const NEG_INFINITY: Self;
+    /// Below this, `exp` rounds to 0 (it is under half the smallest subnormal).
+    const EXP_ZERO: Self;
     fn exp(self) -> Self;
 }
 
 impl Float for f32 {
     const NEG_INFINITY: Self = f32::NEG_INFINITY;
+    const EXP_ZERO: Self = -104.0;
     fn exp(self) -> Self {
         f32::exp(self)
     }
@@ -215,6 +218,7 @@ impl Float for f32 {
 
 impl Float for f64 {
     const NEG_INFINITY: Self = f64::NEG_INFINITY;
+    const EXP_ZERO: Self = -746.0;
     fn exp(self) -> Self {
         f64::exp(self)
     }

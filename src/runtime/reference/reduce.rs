@@ -155,7 +155,10 @@ fn softmax_lane<T: Float>(mut lane: ArrayViewMut1<T>) {
         .fold(T::NEG_INFINITY, |m, &v| if v > m { v } else { m });
     let mut sum = T::ZERO;
     for v in lane.iter_mut() {
-        *v = v.wsub(max).exp();
+        let d = v.wsub(max);
+        // Masked scores (x - max near -3.4e38) take libm's slow underflow path; below
+        // EXP_ZERO the result is 0 exactly, so skip the call.
+        *v = if d < T::EXP_ZERO { T::ZERO } else { d.exp() };
         sum = sum.wadd(*v);
     }
     for v in lane.iter_mut() {
@@ -167,6 +170,18 @@ fn softmax_lane<T: Float>(mut lane: ArrayViewMut1<T>) {
 mod tests {
     use super::super::common::test_util::*;
     use super::*;
+
+    #[test]
+    fn exp_zero_thresholds_are_where_exp_is_zero() {
+        use super::super::common::Float;
+        assert_eq!(<f32 as Float>::EXP_ZERO.exp(), 0.0);
+        assert_eq!(<f64 as Float>::EXP_ZERO.exp(), 0.0);
+        // A masked lane: exactly the softmax of the unmasked entries.
+        let x = f32s(&[1, 3], &[1.0, -3.4e38, 2.0]);
+        let y = run1(softmax, "Softmax", &[&x]).unwrap();
+        let (a, b) = (1f32.exp(), 2f32.exp());
+        assert_close(&y, &f32s(&[1, 3], &[a / (a + b), 0.0, b / (a + b)]), 1e-7);
+    }
     use crate::ir::{attr, Node};
 
     fn node(op: &str, attrs: Vec<crate::onnx::proto::AttributeProto>) -> Node {
