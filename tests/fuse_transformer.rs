@@ -265,6 +265,13 @@ fn skip_model(
     (b, sum, inner, y)
 }
 
+/// The first node of type `op` (the test expects one).
+fn find_node(m: &Model, op: &str) -> fuselab::ir::Node {
+    let g = &m.graph;
+    let id = g.node_ids().find(|&id| g.node(id).op_type == op);
+    g.node(id.unwrap_or_else(|| panic!("no {op} node"))).clone()
+}
+
 fn only_node(m: &Model) -> fuselab::ir::Node {
     let id = m.graph.node_ids().next().unwrap();
     m.graph.node(id).clone()
@@ -307,12 +314,7 @@ fn skip_layer_norm_writes_the_residual_sum_when_it_is_read_again() {
         ops(&opt),
         counts(&[("Add", 1), ("SkipLayerNormalization", 1)])
     );
-    let skip = opt
-        .graph
-        .node_ids()
-        .map(|id| opt.graph.node(id).clone())
-        .find(|n| n.op_type == "SkipLayerNormalization")
-        .unwrap();
+    let skip = find_node(&opt, "SkipLayerNormalization");
     assert_eq!(skip.outputs.len(), 4);
     assert_eq!(
         skip.output(3),
@@ -391,12 +393,7 @@ fn skip_layer_norm_keeps_a_bias_add_that_is_a_graph_output() {
         ops(&opt),
         counts(&[("Add", 1), ("SkipLayerNormalization", 1)])
     );
-    let skip = opt
-        .graph
-        .node_ids()
-        .map(|id| opt.graph.node(id).clone())
-        .find(|n| n.op_type == "SkipLayerNormalization")
-        .unwrap();
+    let skip = find_node(&opt, "SkipLayerNormalization");
     assert_eq!(skip.inputs.len(), 4, "no bias input");
     assert_parity(&m, &opt);
 }

@@ -15,7 +15,7 @@ fn shape(m: &Model, v: ValueId) -> Option<Vec<Dim>> {
     Some(
         dims.into_iter()
             .map(|d| match d {
-                Dim::Sym(s) if s.starts_with('?') => Dim::Unknown,
+                d if d.is_undecided() => Dim::Unknown,
                 d => d,
             })
             .collect(),

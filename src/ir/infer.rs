@@ -56,12 +56,7 @@ pub fn infer_types(model: &mut Model) {
 pub fn refresh_inferred_types(model: &mut Model) {
     for i in 0..model.graph.value_count() {
         let ty = &mut model.graph.value_mut(ValueId(i as u32)).ty;
-        let undecided = ty
-            .shape
-            .iter()
-            .flatten()
-            .any(|d| matches!(d, Dim::Sym(s) if s.starts_with('?')));
-        if undecided {
+        if ty.shape.iter().flatten().any(Dim::is_undecided) {
             ty.shape = None;
         }
     }
@@ -76,7 +71,7 @@ fn name_unknown_dims(value: &str, dims: Vec<Dim>) -> Vec<Dim> {
     dims.into_iter()
         .enumerate()
         .map(|(i, d)| match d {
-            Dim::Unknown => Dim::Sym(format!("?{value}[{i}]")),
+            Dim::Unknown => Dim::undecided(value, i),
             d => d,
         })
         .collect()
@@ -140,6 +135,32 @@ fn const_ints(g: &Graph, v: Option<ValueId>) -> Option<Vec<i64>> {
             _ => None,
         })
         .collect()
+}
+
+/// True when `op` (Unsqueeze, Squeeze, ReduceMean, ReduceSum) takes its axes as an input at
+/// `opset`: from 13, ReduceMean from 18; before that they are the `axes` attribute.
+pub fn axes_are_input(op: &str, opset: i64) -> bool {
+    match op {
+        "ReduceMean" => opset >= 18,
+        _ => opset >= 13,
+    }
+}
+
+/// The axes of an Unsqueeze/Squeeze/ReduceMean/ReduceSum node at `opset`: absent axes are
+/// empty; `None` when the axes input is not statically known.
+pub fn axes_of(g: &Graph, node: &Node, opset: i64) -> Option<Vec<i64>> {
+    if axes_are_input(&node.op_type, opset) {
+        match node.input(1) {
+            None => Some(vec![]),
+            Some(_) => const_ints(g, node.input(1)),
+        }
+    } else {
+        Some(
+            node.attr_ints("axes")
+                .map(|a| a.to_vec())
+                .unwrap_or_default(),
+        )
+    }
 }
 
 /// numpy broadcasting over static dims; None when it cannot be decided.
@@ -322,22 +343,8 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
         }
         "Unsqueeze" | "Squeeze" | "ReduceMean" | "ReduceSum" => {
             let x = ty(0);
-            let axes_from_input = match node.op_type.as_str() {
-                "ReduceMean" => opset >= 18,
-                _ => opset >= 13,
-            };
-            let axes = if axes_from_input {
-                match node.input(1) {
-                    None => Some(vec![]),
-                    Some(_) => const_ints(g, node.input(1)),
-                }
-            } else {
-                Some(
-                    node.attr_ints("axes")
-                        .map(|a| a.to_vec())
-                        .unwrap_or_default(),
-                )
-            };
+            let axes_from_input = axes_are_input(&node.op_type, opset);
+            let axes = axes_of(g, node, opset);
             // The Squeeze kernel treats an explicitly empty `axes` input as "squeeze nothing"
             // (as the ONNX reference does); only absent axes squeeze every size-1 dim.
             let explicit_empty_squeeze = node.op_type == "Squeeze"

@@ -15,6 +15,7 @@ use crate::ir::node::ValueId;
 use crate::ir::types::Dim;
 use crate::limits::Limits;
 use crate::onnx::tensor::to_tensor;
+use crate::runtime::reference::{constant, KernelCtx};
 use crate::tensor::{DType, Tensor};
 
 /// Longest value tracked (a shape of rank 8 is the most exporters build).
@@ -34,8 +35,8 @@ fn small_rank(g: &Graph, v: ValueId) -> Option<usize> {
     g.value(v).ty.rank().filter(|&r| r <= 1)
 }
 
-/// A constant tensor: an initializer no input overrides, or a Constant node's `value`,
-/// `value_int` or `value_float`.
+/// A constant tensor: an initializer no input overrides, or a Constant node's value, decoded by
+/// the reference Constant kernel (the one owner of its attribute forms).
 pub fn constant_tensor(g: &Graph, v: ValueId) -> Option<Tensor> {
     let limits = Limits::default();
     if let Some(t) = g.constant(v) {
@@ -45,17 +46,13 @@ pub fn constant_tensor(g: &Graph, v: ValueId) -> Option<Tensor> {
     if !node.is("Constant") {
         return None;
     }
-    if let Some(t) = node.attr_tensor("value") {
-        return to_tensor(t, &limits).ok();
-    }
-    if let Some(i) = node.attr_int("value_int") {
-        return Some(Tensor::I64(ndarray::ArrayD::from_elem(vec![], i)));
-    }
-    if let Some(f) = node.attr_float("value_float") {
-        return Some(Tensor::scalar_f32(f));
-    }
-    let ints = node.attr_ints("value_ints")?;
-    Some(Tensor::from_i64s(ints))
+    let ctx = KernelCtx {
+        node,
+        // Constant's attribute forms are the same in every opset the kernel accepts.
+        opset: 0,
+        limits: &limits,
+    };
+    constant(&ctx, &[]).ok()?.into_iter().next()
 }
 
 /// Element values of a constant integer tensor of rank 0 or 1.

@@ -18,6 +18,19 @@ pub enum Dim {
     Unknown,
 }
 
+impl Dim {
+    /// The symbol inference gives a dim it could not decide: the run-time size of axis `axis`
+    /// of value `value`, spelled `?value[axis]`.
+    pub fn undecided(value: &str, axis: usize) -> Dim {
+        Dim::Sym(format!("?{value}[{axis}]"))
+    }
+
+    /// True for a symbol made by `undecided`.
+    pub fn is_undecided(&self) -> bool {
+        matches!(self, Dim::Sym(s) if s.starts_with('?'))
+    }
+}
+
 fn unknown_dim<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str("?")
 }

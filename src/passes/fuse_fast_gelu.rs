@@ -20,7 +20,7 @@ use crate::ir::model::MS_DOMAIN;
 use crate::ir::{Model, Node, NodeId, ValueId};
 use crate::passes::matchers::{
     bias_add, fresh_node_name, half_x_product, is_scalar, last_dim, other_input, produced_by,
-    require_f32, sole_consumer, sole_consumer_op,
+    require_f32, scaled_by, sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Patch, Proposal, Rule};
 
@@ -55,19 +55,6 @@ impl Rule for FuseFastGelu {
             Err(why) => Proposal::Reject(why),
         }
     }
-}
-
-/// The producer of `v` when it is `op` with one operand ≈ `c`: (node, the other operand).
-fn scaled_by(model: &Model, v: ValueId, op: &str, c: f64) -> Result<(NodeId, ValueId), String> {
-    let g = &model.graph;
-    let (id, n) =
-        produced_by(g, v, op).ok_or_else(|| format!("'{}' is not computed by {op}", g.name(v)))?;
-    let k = [n.input(0), n.input(1)]
-        .into_iter()
-        .flatten()
-        .find(|&k| is_scalar(model, k, c))
-        .ok_or_else(|| format!("{op} '{}' has no constant operand {c}", n.label(id)))?;
-    Ok((id, other_input(n, k).ok_or("not a binary op")?))
 }
 
 /// The nodes computing `x³` into `c`, when they do.

@@ -14,7 +14,8 @@
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::{Model, Node, NodeId};
 use crate::passes::matchers::{
-    fresh_node_name, half_x_product, is_scalar, other_input, require_f32, sole_consumer_op,
+    fresh_node_name, half_x_product, is_scalar, other_input, require_f32, scaled_by,
+    sole_consumer_op,
 };
 use crate::passes::rewrite::{Patch, Proposal, Rule};
 
@@ -48,15 +49,9 @@ impl Rule for FuseGelu {
                 _ => return Proposal::Reject("Erf input is not x / sqrt(2)".into()),
             }
         } else {
-            let half_sqrt = |i: usize| {
-                let c = pre.input(i)?;
-                is_scalar(model, c, std::f64::consts::FRAC_1_SQRT_2)
-                    .then(|| other_input(pre, c))
-                    .flatten()
-            };
-            match half_sqrt(1).or_else(|| half_sqrt(0)) {
-                Some(x) => x,
-                None => return Proposal::Reject("Erf input is not x * (1/sqrt(2))".into()),
+            match scaled_by(model, scaled, "Mul", std::f64::consts::FRAC_1_SQRT_2) {
+                Ok((_, x)) => x,
+                Err(_) => return Proposal::Reject("Erf input is not x * (1/sqrt(2))".into()),
             }
         };
         match propose(model, id, pid, x) {

@@ -77,13 +77,7 @@ impl Rule for FuseLayerNorm {
 /// The last-axis, keepdims ReduceMean check; `rank` is x's rank.
 fn reduces_last_axis(model: &Model, node: &Node, rank: usize) -> Result<(), String> {
     let opset = model.opset("").unwrap_or(1);
-    let axes: Option<Vec<i64>> = if opset >= 18 {
-        node.input(1)
-            .and_then(|v| crate::passes::matchers::constant_value(model, v))
-            .and_then(|t| t.to_i64_vec())
-    } else {
-        node.attr_ints("axes").map(|a| a.to_vec())
-    };
+    let axes = crate::ir::infer::axes_of(&model.graph, node, opset);
     let ok = matches!(axes.as_deref(), Some([a]) if *a == -1 || *a == rank as i64 - 1);
     if !ok {
         return Err(format!(

@@ -73,7 +73,7 @@ fn propose(model: &Model, gemm_id: NodeId, r1_id: NodeId, r1: &Node) -> Result<P
     if t1 != Some(vec![Dim::Known(-1), Dim::Known(k)]) {
         return Err(format!("first Reshape's target is not [-1, {k}]"));
     }
-    sole_consumer_op(g, a, "Gemm", "flattened input").map_err(|e| e.to_string())?;
+    sole_consumer_op(g, a, "Gemm", "flattened input")?;
     let w = gemm.input(1).ok_or("Gemm has no B")?;
     let wt = constant_value(model, w).ok_or("Gemm's B is not a constant")?;
     let &[wk, n] = wt.shape() else {

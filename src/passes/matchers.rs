@@ -1,8 +1,6 @@
 //! Guards shared by rules: single-consumer checks, constant lookup, unique names.
 
 use crate::ir::{Graph, Model, Node, NodeId, ValueId};
-use crate::limits::Limits;
-use crate::onnx::tensor::to_tensor;
 use crate::tensor::Tensor;
 
 /// Ok when `v` feeds exactly one node use and is not a graph output; else the reason.
@@ -24,23 +22,7 @@ pub fn sole_consumer(g: &Graph, v: ValueId) -> Result<NodeId, String> {
 /// The value of `v` when it is a constant: an initializer that no input overrides, or the output
 /// of a Constant node.
 pub fn constant_value(model: &Model, v: ValueId) -> Option<Tensor> {
-    let g = &model.graph;
-    let limits = Limits::default();
-    if let Some(t) = g.constant(v) {
-        return to_tensor(t, &limits).ok();
-    }
-    let p = g.producer(v)?;
-    let node = g.node(p);
-    if !node.is("Constant") {
-        return None;
-    }
-    let kernel = crate::runtime::reference::lookup("", "Constant")?;
-    let ctx = crate::runtime::reference::KernelCtx {
-        node,
-        opset: model.opset("").unwrap_or(1),
-        limits: &limits,
-    };
-    kernel(&ctx, &[]).ok()?.into_iter().next()
+    crate::ir::shape_value::constant_tensor(&model.graph, v)
 }
 
 /// A node name not used in the graph, derived from `base`.
@@ -103,6 +85,19 @@ pub fn produced_by<'a>(g: &'a Graph, v: ValueId, op_type: &str) -> Option<(NodeI
     let id = g.producer(v)?;
     let n = g.node(id);
     n.is(op_type).then_some((id, n))
+}
+
+/// The producer of `v` when it is `op` with one operand ≈ `c`: (node, the other operand).
+pub fn scaled_by(model: &Model, v: ValueId, op: &str, c: f64) -> Result<(NodeId, ValueId), String> {
+    let g = &model.graph;
+    let (id, n) =
+        produced_by(g, v, op).ok_or_else(|| format!("'{}' is not computed by {op}", g.name(v)))?;
+    let k = [n.input(0), n.input(1)]
+        .into_iter()
+        .flatten()
+        .find(|&k| is_scalar(model, k, c))
+        .ok_or_else(|| format!("{op} '{}' has no constant operand {c}", n.label(id)))?;
+    Ok((id, other_input(n, k).ok_or("not a binary op")?))
 }
 
 /// For a two-input node that reads `v`, the other input (`v` itself when both inputs are `v`).

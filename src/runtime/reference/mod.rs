@@ -142,3 +142,5 @@ mod tests {
 
 pub mod executor;
 pub use executor::Executor;
+/// The Constant kernel, also how passes and inference read Constant nodes' values.
+pub use shape_ops::constant;
