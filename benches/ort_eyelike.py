@@ -17,34 +17,23 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 
 import numpy as np
 import onnxruntime as ort
+from ort_timing import session, time_ms
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def bench(path: str, n: int, runs: int, warmup: int, seed: int) -> dict:
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    sess = session(path)
     x = np.random.default_rng(seed).standard_normal((n, n), dtype=np.float32)
     feeds = {"X": x}
     y = sess.run(None, feeds)[0]
     # Sanity: the model is Y = X + I.
     expected = x + np.eye(n, dtype=np.float32)
     max_abs_diff = float(np.max(np.abs(y - expected))) if n else 0.0
-    for _ in range(warmup):
-        sess.run(None, feeds)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        times.append((time.perf_counter() - t0) * 1e3)
     return {
         "backend": "onnxruntime-cpu",
         "ort_version": ort.__version__,
@@ -52,9 +41,7 @@ def bench(path: str, n: int, runs: int, warmup: int, seed: int) -> dict:
         "n": n,
         "runs": runs,
         "warmup": warmup,
-        "median_ms": statistics.median(times),
-        "min_ms": min(times),
-        "mean_ms": statistics.fmean(times),
+        **time_ms(lambda: sess.run(None, feeds), runs, warmup),
         "max_abs_diff_vs_numpy": max_abs_diff,
     }
 

@@ -21,14 +21,13 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+from ort_timing import session, time_ms
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ["gpt2_tiny", "gpt2_tiny_op17", "bert_tiny", "bert_tiny_op17"]
@@ -37,25 +36,14 @@ HIGH = {"input_ids": 1000, "token_type_ids": 2, "attention_mask": 2}
 
 
 def ort_bench(path: str, batch: int, seq: int, runs: int, warmup: int, seed: int) -> dict:
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    sess = session(path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in onnx.load(path).graph.input:
         feeds[i.name] = rng.integers(0, HIGH.get(i.name, 2), size=(batch, seq), dtype=np.int64)
     if "attention_mask" in feeds:
         feeds["attention_mask"][:] = 1
-    for _ in range(warmup):
-        sess.run(None, feeds)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        times.append((time.perf_counter() - t0) * 1e3)
-    return {"median_ms": statistics.median(times), "min_ms": min(times)}
+    return time_ms(lambda: sess.run(None, feeds), runs, warmup)
 
 
 def fuselab_bench(binary: str, path: str, batch: int, seq: int, runs: int, warmup: int) -> dict:
