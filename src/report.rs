@@ -40,13 +40,14 @@ pub fn op_histogram(model: &Model) -> BTreeMap<String, usize> {
     h
 }
 
-/// Nodes added by fusion rules that are still in the graph, by op type.
+/// Fused nodes still in the graph, by op type. A fusion's fused node is the last node its patch
+/// adds; nodes added before it (the Casts that feed Attention its int32 mask) are not counted.
 pub fn fusion_counts(after: &Model, trace: &Trace) -> BTreeMap<String, usize> {
     let added: HashSet<&str> = trace
         .rewrites
         .iter()
         .filter(|e| !CLEANUP_RULES.contains(&e.rule.as_str()))
-        .flat_map(|e| e.added.iter().map(|n| n.name.as_str()))
+        .filter_map(|e| e.added.last().map(|n| n.name.as_str()))
         .collect();
     let g = &after.graph;
     let mut h = BTreeMap::new();

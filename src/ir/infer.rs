@@ -577,6 +577,23 @@ fn infer_ms_node(g: &Graph, node: &Node) -> Vec<TensorType> {
             };
             fit(node, vec![x.clone(), stats.clone(), stats, x])
         }
+        "Attention" => {
+            // [batch, seq, hidden] with hidden a third of the packed weights' width.
+            let w = node.input(1).and_then(|v| g.value(v).ty.shape.clone());
+            let shape = match (x.shape.as_deref(), w.as_deref()) {
+                (Some([b, s, _]), Some([_, Dim::Known(w3)])) if w3 % 3 == 0 => {
+                    Some(vec![b.clone(), s.clone(), Dim::Known(w3 / 3)])
+                }
+                _ => None,
+            };
+            fit(
+                node,
+                vec![TensorType {
+                    dtype: x.dtype,
+                    shape,
+                }],
+            )
+        }
         _ => vec![TensorType::default(); node.outputs.len()],
     }
 }

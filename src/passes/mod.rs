@@ -1,10 +1,12 @@
 //! Graph passes: cleanup rules and fusions, all run by one rewrite engine.
 
+pub mod attention_mask;
 pub mod const_fold;
 pub mod cse;
 pub mod dce;
 pub mod fold_shapes;
 pub mod fuse_add_eyelike;
+pub mod fuse_attention;
 pub mod fuse_bias_gelu;
 pub mod fuse_fast_gelu;
 pub mod fuse_gelu;
@@ -40,6 +42,7 @@ pub const FUSION_RULES: &[&str] = &[
     "gelu",
     "bias_gelu",
     "fast_gelu",
+    "attention",
 ];
 
 /// Every rule, in the order the engine runs them by default.
@@ -75,6 +78,7 @@ pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
         "gelu" => Box::new(fuse_gelu::FuseGelu),
         "bias_gelu" => Box::new(fuse_bias_gelu::FuseBiasGelu),
         "fast_gelu" => Box::new(fuse_fast_gelu::FuseFastGelu),
+        "attention" => Box::new(fuse_attention::FuseAttention),
         _ => return None,
     })
 }

@@ -20,6 +20,7 @@ pub struct Patch {
     /// Every reader of `.0` reads `.1` instead.
     pub redirect: Vec<(ValueId, ValueId)>,
     pub initializers: Vec<(ValueId, TensorProto)>,
+    /// For a fusion, the fused node comes last; nodes before it are its helpers (input Casts).
     pub add: Vec<Node>,
     /// (domain, version) the added nodes need imported; an older import of the domain is
     /// raised to `version` (the rule checks that raising keeps the other nodes' meaning).

@@ -3,6 +3,7 @@
 //! A kernel is a plain function from its node (attributes), the opset version of its domain and
 //! its input tensors to its output tensors. Kernels read inputs as views and never mutate them.
 
+mod attention;
 mod broadcast;
 mod common;
 mod compare;
@@ -94,6 +95,7 @@ const KERNELS: &[(&str, &str, Kernel)] = &[
     (MS_DOMAIN, "Gelu", transformer::gelu),
     (MS_DOMAIN, "FastGelu", transformer::fast_gelu),
     (MS_DOMAIN, "BiasGelu", transformer::bias_gelu),
+    (MS_DOMAIN, "Attention", attention::attention),
 ];
 
 const SUPPORTED: &[(&str, &str)] = &{

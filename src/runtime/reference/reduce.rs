@@ -149,7 +149,7 @@ fn softmax_typed<T: Float>(ctx: &KernelCtx, a: &ArrayD<T>) -> Result<ArrayD<T>, 
 }
 
 /// exp(x - max) / sum: subtracting the max keeps exp from overflowing.
-fn softmax_lane<T: Float>(mut lane: ArrayViewMut1<T>) {
+pub(super) fn softmax_lane<T: Float>(mut lane: ArrayViewMut1<T>) {
     let max = lane
         .iter()
         .fold(T::NEG_INFINITY, |m, &v| if v > m { v } else { m });

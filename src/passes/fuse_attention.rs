@@ -1,0 +1,403 @@
+//! Multi-head self-attention → com.microsoft.Attention (onnxruntime's contrib op). Anchored on
+//! the Softmax.
+//!
+//! ```text
+//!   before (BERT's encoder, as torch exports it)                  after
+//!
+//!        ┌─► MatMul(Wq) ─► Add(bq) ─► Reshape[B,S,N,D] ─► Transpose(0,2,1,3) ─┐
+//!   X ───┼─► MatMul(Wk) ─► Add(bk) ─► Reshape[B,S,N,D] ─► Transpose(0,2,3,1) ─┴► MatMul ─► Mul(c) ─┐
+//!        └─► MatMul(Wv) ─► Add(bv) ─► Reshape[B,S,N,D] ─► Transpose(0,2,1,3) ─┐                   │
+//!                                                                            │    M ─► Add ◄──────┘
+//!                                                                            │          │
+//!                                                                            │       Softmax(-1)
+//!                                                                            ▼          │
+//!           Y ◄─ Reshape[B,S,N·D] ◄─ Transpose(0,2,1,3) ◄─────────────────── MatMul ◄───┘
+//!
+//!   X ─► Attention(W = [Wq|Wk|Wv], b = [bq|bk|bv], mask_index = Cast(Cast(A, bool), int32);
+//!                  num_heads = N, scale = c, mask_filter_value = F) ─► Y
+//! ```
+//!
+//! Guards: every intermediate is read once and is not a graph output; f32; Q, K and V project
+//! the same X with 2-D constant weights of one width N·D (biases 1-D constants of that width, or
+//! none); the Reshapes split exactly the last axis into [N, D] (checked on inferred shapes, with
+//! X's batch and sequence dims); the perms are the ones drawn; Softmax runs over the last axis;
+//! the scale is a scalar constant (Mul by c, Div by 1/c, or none: 1). The mask M, when present,
+//! must be *proved* (see `attention_mask`) to equal `Where(A[b, k] != 0, 0, F)` for a graph
+//! input A of shape [B, T], which is what Attention's raw 2-D mask computes: onnxruntime adds 0
+//! to kept and `mask_filter_value` to masked scores. Any mask, left padding included, keeps its
+//! meaning. (onnxruntime's own fusion passes the mask as per-row lengths, which assumes right
+//! padding.) The Cast through bool keeps `!= 0` exact for any integer mask value.
+
+use crate::ir::model::MS_DOMAIN;
+use crate::ir::types::{Dim, TensorType};
+use crate::ir::{attr, Model, Node, NodeId, ValueId};
+use crate::onnx::tensor::from_tensor;
+use crate::passes::attention_mask::padding_mask;
+use crate::passes::matchers::{
+    bias_add, constant_value, fresh_node_name, produced_by, require_f32, scalar_constant,
+    sole_consumer, sole_consumer_op,
+};
+use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::tensor::{DType, Tensor};
+
+pub struct FuseAttention;
+
+impl Rule for FuseAttention {
+    fn name(&self) -> &'static str {
+        "attention"
+    }
+
+    fn propose(&self, model: &Model, id: NodeId) -> Proposal {
+        let g = &model.graph;
+        let sm = g.node(id);
+        if !sm.is("Softmax") {
+            return Proposal::NoMatch;
+        }
+        let (Some(_), Some(probs)) = (sm.input(0), sm.output(0)) else {
+            return Proposal::NoMatch;
+        };
+        // Only a Softmax whose probabilities weight values (P·V) looks like attention.
+        let looks_like = g.consumers(probs).iter().any(|&c| {
+            let n = g.node(c);
+            n.is("MatMul") && n.input(0) == Some(probs)
+        });
+        if !looks_like {
+            return Proposal::NoMatch;
+        }
+        match fuse(model, id) {
+            Ok(patch) => Proposal::Rewrite(patch),
+            Err(why) => Proposal::Reject(why),
+        }
+    }
+}
+
+/// One projection (Q, K or V): the nodes it spans and its weight and bias.
+struct Projection {
+    nodes: Vec<NodeId>,
+    x: ValueId,
+    weight: ValueId,
+    bias: Option<ValueId>,
+}
+
+fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
+    let g = &model.graph;
+    let opset = model.opset("").unwrap_or(1);
+    let sm = g.node(softmax);
+    let logits = sm.input(0).ok_or("Softmax has no input")?;
+    let probs = sm.output(0).ok_or("Softmax has no output")?;
+    require_f32(g, logits)?;
+    let rank = g.value(logits).ty.rank();
+    let default_axis = if opset >= 13 { -1 } else { 1 };
+    let axis = sm.attr_int("axis").unwrap_or(default_axis);
+    // Before opset 13 Softmax flattens to 2-D at `axis`: at axis 3 of rank 4 that is the last axis.
+    if rank != Some(4) || !(axis == -1 || axis == 3) {
+        return Err(format!(
+            "Softmax '{}' is not over the last axis of rank-4 scores (axis {axis}, rank {rank:?})",
+            sm.label(softmax)
+        ));
+    }
+    let mut removed = vec![softmax];
+
+    // Downstream: P·V → Transpose(0,2,1,3) → Reshape to [B, S, N·D].
+    let (pv_id, pv) = sole_consumer_op(g, probs, "MatMul", "attention probabilities")?;
+    if pv.input(0) != Some(probs) {
+        return Err(format!(
+            "MatMul '{}' reads the probabilities second",
+            pv.label(pv_id)
+        ));
+    }
+    removed.push(pv_id);
+    let v_heads = pv.input(1).ok_or("MatMul has no second input")?;
+    let ctx = pv.output(0).ok_or("MatMul has no output")?;
+    let (tr_id, tr) = sole_consumer_op(g, ctx, "Transpose", "attention context")?;
+    require_perm(tr, tr_id, &[0, 2, 1, 3])?;
+    removed.push(tr_id);
+    let merged = tr.output(0).ok_or("Transpose has no output")?;
+    let (rs_id, rs) = sole_consumer_op(g, merged, "Reshape", "transposed context")?;
+    removed.push(rs_id);
+    let out = rs.output(0).ok_or("Reshape has no output")?;
+
+    // Upstream: [Add(·, M)] ← [Mul(c) | Div(1/c)] ← MatMul(Q, Kᵀ).
+    let mut scores = logits;
+    let mut mask = None;
+    if let Some((add_id, add)) = produced_by(g, logits, "Add") {
+        sole_consumer(g, logits)?;
+        let (a, b) = (
+            add.input(0).ok_or("Add input")?,
+            add.input(1).ok_or("Add input")?,
+        );
+        // The scores side is the one a Mul/Div/MatMul computes from the QK product.
+        let is_scores = |v: ValueId| {
+            ["Mul", "Div", "MatMul"]
+                .iter()
+                .any(|op| produced_by(g, v, op).is_some())
+        };
+        let (s, m) = if is_scores(a) && !is_scores(b) {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        scores = s;
+        mask = Some(m);
+        removed.push(add_id);
+    }
+    let mut scale = 1.0f64;
+    if let Some((op_id, op)) = produced_by(g, scores, "Mul").or(produced_by(g, scores, "Div")) {
+        sole_consumer(g, scores)?;
+        let (a, b) = (op.input(0).ok_or("input")?, op.input(1).ok_or("input")?);
+        let (qk, c) = match (scalar_constant(model, a), scalar_constant(model, b)) {
+            (_, Some(c)) => (a, c),
+            (Some(c), None) if op.is("Mul") => (b, c),
+            _ => {
+                return Err(format!(
+                    "{} '{}' does not scale the scores by a scalar constant",
+                    op.op_type,
+                    op.label(op_id)
+                ))
+            }
+        };
+        scale = if op.is("Div") { 1.0 / c } else { c };
+        if !scale.is_finite() {
+            return Err(format!("scale {scale} is not finite"));
+        }
+        scores = qk;
+        removed.push(op_id);
+    }
+    let (qk_id, qk) = produced_by(g, scores, "MatMul")
+        .ok_or_else(|| format!("'{}' is not a Q·Kᵀ MatMul", g.name(scores)))?;
+    sole_consumer(g, scores)?;
+    removed.push(qk_id);
+    let scores_shape = g
+        .value(scores)
+        .ty
+        .shape
+        .clone()
+        .ok_or_else(|| format!("shape of scores '{}' is unknown", g.name(scores)))?;
+
+    let q_heads = qk.input(0).ok_or("MatMul input")?;
+    let k_heads = qk.input(1).ok_or("MatMul input")?;
+    let (q, heads, head_size) = projection(model, q_heads, &[0, 2, 1, 3], "query")?;
+    let (k, kh, kd) = projection(model, k_heads, &[0, 2, 3, 1], "key")?;
+    let (v, vh, vd) = projection(model, v_heads, &[0, 2, 1, 3], "value")?;
+    if (kh, kd, vh, vd) != (heads, head_size, heads, head_size) {
+        return Err("query, key and value split into different heads".into());
+    }
+    if q.x != k.x || q.x != v.x {
+        return Err("query, key and value do not project the same input".into());
+    }
+    let x = q.x;
+    require_f32(g, x)?;
+    let x_shape = g.value(x).ty.shape.clone().unwrap_or_default();
+    let hidden = heads * head_size;
+    let want_out = [x_shape[0].clone(), x_shape[1].clone(), Dim::Known(hidden)];
+    if g.value(out).ty.shape.as_deref() != Some(&want_out[..]) {
+        return Err(format!(
+            "Reshape '{}' does not merge the heads back to [{}, {}, {hidden}]",
+            rs.label(rs_id),
+            x_shape[0],
+            x_shape[1]
+        ));
+    }
+    let want_scores = [
+        x_shape[0].clone(),
+        Dim::Known(heads),
+        x_shape[1].clone(),
+        x_shape[1].clone(),
+    ];
+    if scores_shape != want_scores {
+        return Err(format!(
+            "scores '{}' are not [batch, heads, seq, seq]",
+            g.name(scores)
+        ));
+    }
+    let raw_mask = match mask {
+        Some(m) => Some(padding_mask(model, m, &scores_shape)?),
+        None => None,
+    };
+    for p in [&q, &k, &v] {
+        removed.extend(&p.nodes);
+    }
+
+    let mut patch = Patch {
+        remove: removed,
+        opsets: vec![(MS_DOMAIN.to_string(), 1)],
+        ..Default::default()
+    };
+    let base = g.name(out).to_string();
+    let weights = concat_columns(model, &[q.weight, k.weight, v.weight])?;
+    let name = g.fresh_name(&format!("{base}_qkv_weight"));
+    let w = patch.new_initializer(&name, from_tensor(&name, &weights));
+    let bias = concat_bias(model, &[q.bias, k.bias, v.bias], hidden as usize)?;
+    let name = g.fresh_name(&format!("{base}_qkv_bias"));
+    let b = patch.new_initializer(&name, from_tensor(&name, &bias));
+
+    let mut fused = Node::new("Attention", MS_DOMAIN);
+    fused.name = fresh_node_name(g, &format!("{base}_Attention"));
+    fused.inputs = vec![Some(x), Some(w), Some(b)];
+    fused.outputs = vec![Some(out)];
+    fused.set_attr(attr::int("num_heads", heads));
+    fused.set_attr(attr::float("scale", scale as f32));
+    if let Some(m) = raw_mask {
+        fused.set_attr(attr::float("mask_filter_value", m.filter as f32));
+        let mask_index = int32_mask(g, &mut patch, m.input, &base)?;
+        fused.inputs.push(Some(mask_index));
+    }
+    patch.add.push(fused);
+    Ok(patch)
+}
+
+/// `v_heads` = Transpose(perm) of Reshape([B, S, N, D]) of [Add(bias)] of MatMul(X, W):
+/// the projection and (N, D).
+fn projection(
+    model: &Model,
+    heads_v: ValueId,
+    perm: &[i64],
+    what: &str,
+) -> Result<(Projection, i64, i64), String> {
+    let g = &model.graph;
+    let (tr_id, tr) = produced_by(g, heads_v, "Transpose")
+        .ok_or_else(|| format!("{what} heads '{}' are not a Transpose", g.name(heads_v)))?;
+    sole_consumer(g, heads_v).map_err(|why| format!("{what} heads {why}"))?;
+    require_perm(tr, tr_id, perm)?;
+    let split = tr.input(0).ok_or("Transpose has no input")?;
+    let (rs_id, rs) = produced_by(g, split, "Reshape")
+        .ok_or_else(|| format!("{what} '{}' is not a Reshape into heads", g.name(split)))?;
+    sole_consumer(g, split).map_err(|why| format!("{what} {why}"))?;
+    let lin = rs.input(0).ok_or("Reshape has no input")?;
+    let shape = g.value(split).ty.shape.clone().unwrap_or_default();
+    let lin_shape = g.value(lin).ty.shape.clone().unwrap_or_default();
+    let (n, d) = match (shape.as_slice(), lin_shape.as_slice()) {
+        ([b, s, Dim::Known(n), Dim::Known(d)], [b2, s2, Dim::Known(h)])
+            if b == b2 && s == s2 && n * d == *h && *n > 0 =>
+        {
+            (*n, *d)
+        }
+        _ => {
+            return Err(format!(
+                "Reshape '{}' does not split the last axis of {what} into heads ({:?} -> {:?})",
+                rs.label(rs_id),
+                lin_shape,
+                shape
+            ))
+        }
+    };
+    let mut nodes = vec![tr_id, rs_id];
+    let (proj, bias) = match bias_add(model, lin, n * d) {
+        Some((add_id, p, c)) => {
+            nodes.push(add_id);
+            (p, Some(c))
+        }
+        None => (lin, None),
+    };
+    let (mm_id, mm) = produced_by(g, proj, "MatMul")
+        .ok_or_else(|| format!("{what} '{}' is not a MatMul projection", g.name(proj)))?;
+    sole_consumer(g, proj).map_err(|why| format!("{what} projection {why}"))?;
+    nodes.push(mm_id);
+    let x = mm.input(0).ok_or("MatMul input")?;
+    let weight = mm.input(1).ok_or("MatMul input")?;
+    match constant_value(model, weight) {
+        Some(Tensor::F32(w)) if w.ndim() == 2 && w.shape()[1] as i64 == n * d => {}
+        _ => {
+            return Err(format!(
+                "{what} weight '{}' is not a 2-D float32 constant with {} columns",
+                g.name(weight),
+                n * d
+            ))
+        }
+    }
+    if g.value(x).ty.rank() != Some(3) {
+        return Err(format!("{what} input '{}' is not rank 3", g.name(x)));
+    }
+    Ok((
+        Projection {
+            nodes,
+            x,
+            weight,
+            bias,
+        },
+        n,
+        d,
+    ))
+}
+
+fn require_perm(node: &Node, id: NodeId, perm: &[i64]) -> Result<(), String> {
+    match node.attr_ints("perm") {
+        Some(p) if p == perm => Ok(()),
+        p => Err(format!(
+            "Transpose '{}' has perm {p:?}, not {perm:?}",
+            node.label(id)
+        )),
+    }
+}
+
+/// [Wq | Wk | Wv]: the weights side by side, [in, 3·hidden].
+fn concat_columns(model: &Model, ws: &[ValueId]) -> Result<Tensor, String> {
+    let arrays: Vec<ndarray::ArrayD<f32>> = ws
+        .iter()
+        .map(|&w| match constant_value(model, w) {
+            Some(Tensor::F32(a)) => Ok(a),
+            _ => Err(format!("weight '{}' is not float32", model.graph.name(w))),
+        })
+        .collect::<Result<_, _>>()?;
+    let views: Vec<_> = arrays.iter().map(|a| a.view()).collect();
+    ndarray::concatenate(ndarray::Axis(1), &views)
+        .map(Tensor::F32)
+        .map_err(|e| format!("weights do not concatenate: {e}"))
+}
+
+/// [bq | bk | bv], zeros for a projection without bias.
+fn concat_bias(model: &Model, bs: &[Option<ValueId>], hidden: usize) -> Result<Tensor, String> {
+    let mut out = Vec::with_capacity(3 * hidden);
+    for b in bs {
+        match b {
+            None => out.extend(vec![0.0f32; hidden]),
+            Some(v) => match constant_value(model, *v) {
+                Some(Tensor::F32(a)) if a.len() == hidden => out.extend(a.iter().copied()),
+                _ => return Err(format!("bias '{}' is not float32", model.graph.name(*v))),
+            },
+        }
+    }
+    Ok(Tensor::F32(
+        ndarray::ArrayD::from_shape_vec(vec![3 * hidden], out).expect("3·hidden"),
+    ))
+}
+
+/// The int32 raw mask Attention reads: 1 where `a != 0`. A bool input casts once; other types
+/// go through bool so that `!= 0` holds for every value (a direct int32 Cast would wrap).
+fn int32_mask(
+    g: &crate::ir::Graph,
+    patch: &mut Patch,
+    a: ValueId,
+    base: &str,
+) -> Result<ValueId, String> {
+    let shape = g.value(a).ty.shape.clone();
+    let mut src = a;
+    if g.value(a).ty.dtype != Some(DType::BOOL) {
+        let name = g.fresh_name(&format!("{base}_mask_bool"));
+        let ty = TensorType {
+            dtype: Some(DType::BOOL),
+            shape: shape.clone(),
+        };
+        let bool_v = patch.new_value(&name, ty);
+        let mut cast = Node::new("Cast", "");
+        cast.name = fresh_node_name(g, &name);
+        cast.inputs = vec![Some(a)];
+        cast.outputs = vec![Some(bool_v)];
+        cast.set_attr(attr::int("to", DType::BOOL.0 as i64));
+        patch.add.push(cast);
+        src = bool_v;
+    }
+    let name = g.fresh_name(&format!("{base}_mask_int32"));
+    let ty = TensorType {
+        dtype: Some(DType::I32),
+        shape,
+    };
+    let int_v = patch.new_value(&name, ty);
+    let mut cast = Node::new("Cast", "");
+    cast.name = fresh_node_name(g, &name);
+    cast.inputs = vec![Some(src)];
+    cast.outputs = vec![Some(int_v)];
+    cast.set_attr(attr::int("to", DType::I32.0 as i64));
+    patch.add.push(cast);
+    Ok(int_v)
+}

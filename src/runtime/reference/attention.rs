@@ -1,0 +1,162 @@
+//! com.microsoft `Attention` (onnxruntime's docs/ContribOperators.md), the multi-head
+//! self-attention the `attention` fusion emits, float32:
+//!
+//! `Q|K|V = input · weights + bias` ([B, S, 3·H] split into N heads of D = H / N), then per batch
+//! and head `softmax(Q·Kᵀ · scale + mask) · V`, heads merged back to [B, S, H]. `scale` defaults to
+//! 1/√D. The raw 2-D `mask_index` [B, S] keeps key k of batch b where `mask_index[b, k] > 0` and
+//! adds `mask_filter_value` (default -10000) to the score otherwise.
+//!
+//! One pass over the work: the packed projection is one matrix product, then each (batch, head,
+//! query) row of scores is formed, normalized by the Softmax kernel's lane routine and applied to
+//! V without materializing the [B, N, S, S] tensor. Supported: no past state, no attention bias,
+//! bidirectional attention, equal Q/K/V widths, mask absent or raw 2-D; anything else is an error
+//! naming what is not supported.
+
+use ndarray::linalg::general_mat_mul;
+use ndarray::{Array2, ArrayD, ArrayView2, ArrayViewMut1, IxDyn};
+
+use super::common::{check_out, input, opt_input, unsupported_type};
+use super::reduce::softmax_lane;
+use super::{KernelCtx, KernelResult};
+use crate::tensor::Tensor;
+
+const OP: &str = "Attention";
+
+pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    let x = f32_input(inputs, 0, "input")?;
+    let w = f32_input(inputs, 1, "weights")?;
+    let bias = opt_input(inputs, 2)
+        .map(|t| t.as_f32().ok_or_else(|| unsupported_type(OP, t.dtype())))
+        .transpose()?;
+    for (i, what) in [
+        (4, "past"),
+        (5, "attention_bias"),
+        (6, "past_sequence_length"),
+    ] {
+        if opt_input(inputs, i).is_some() {
+            return Err(format!("{OP}: input {i} ({what}) is not supported"));
+        }
+    }
+    if ctx.node.outputs.iter().skip(1).any(|o| o.is_some()) {
+        return Err(format!("{OP}: the present output is not supported"));
+    }
+    for a in ["unidirectional", "do_rotary", "past_present_share_buffer"] {
+        if ctx.node.attr_int(a).unwrap_or(0) != 0 {
+            return Err(format!("{OP}: attribute {a} != 0 is not supported"));
+        }
+    }
+    let [b, s, h_in] = *x.shape() else {
+        return Err(format!(
+            "{OP}: input must be 3-D [batch, seq, hidden], got {:?}",
+            x.shape()
+        ));
+    };
+    if w.ndim() != 2 || w.shape()[0] != h_in || w.shape()[1] % 3 != 0 {
+        return Err(format!(
+            "{OP}: weights must be [{h_in}, 3·hidden], got {:?}",
+            w.shape()
+        ));
+    }
+    let h = w.shape()[1] / 3;
+    if let Some(sizes) = ctx.node.attr_ints("qkv_hidden_sizes") {
+        if sizes.iter().any(|&d| d != h as i64) || sizes.len() != 3 {
+            return Err(format!(
+                "{OP}: qkv_hidden_sizes {sizes:?} other than three equal widths are not supported"
+            ));
+        }
+    }
+    let heads = ctx.node.attr_int("num_heads").unwrap_or(0);
+    if heads <= 0 || h % heads as usize != 0 {
+        return Err(format!(
+            "{OP}: num_heads {heads} must be positive and divide the hidden size {h}"
+        ));
+    }
+    let heads = heads as usize;
+    let d = h / heads;
+    if let Some(bias) = bias {
+        if bias.shape() != [3 * h] {
+            return Err(format!(
+                "{OP}: bias must be [{}], got {:?}",
+                3 * h,
+                bias.shape()
+            ));
+        }
+    }
+    let mask = match opt_input(inputs, 3) {
+        None => None,
+        Some(Tensor::I32(m)) if m.shape() == [b, s] => Some(m),
+        Some(Tensor::I32(m)) => {
+            return Err(format!(
+            "{OP}: mask_index of shape {:?} is not supported (only the raw 2-D mask [{b}, {s}])",
+            m.shape()
+        ))
+        }
+        Some(t) => return Err(format!("{OP}: mask_index must be int32, got {}", t.dtype())),
+    };
+    let scale = match ctx.node.attr_float("scale").unwrap_or(0.0) {
+        0.0 => 1.0 / (d as f32).sqrt(),
+        c => c,
+    };
+    let filter = ctx.node.attr_float("mask_filter_value").unwrap_or(-10000.0);
+    check_out(ctx, OP, &[b, s, 3 * h], 32)?;
+    check_out(ctx, OP, &[b, s, h], 32)?;
+
+    // The packed projection [B·S, 3H], bias first so the product accumulates onto it.
+    let rows = b * s;
+    let x2 = x
+        .view()
+        .into_shape_with_order((rows, h_in))
+        .map_err(|e| format!("{OP}: {e}"))?;
+    let w2: ArrayView2<f32> = w
+        .view()
+        .into_dimensionality()
+        .map_err(|e| format!("{OP}: {e}"))?;
+    let mut qkv = Array2::<f32>::zeros((rows, 3 * h));
+    if let Some(bias) = bias {
+        for mut row in qkv.rows_mut() {
+            row.iter_mut().zip(bias.iter()).for_each(|(o, &v)| *o = v);
+        }
+    }
+    general_mat_mul(1.0, &x2, &w2, 1.0, &mut qkv);
+    let qkv = qkv.as_slice().ok_or("qkv is contiguous")?;
+
+    let mut out = vec![0.0f32; rows * h];
+    let mut scores = vec![0.0f32; s];
+    for bi in 0..b {
+        let row = |t: usize| &qkv[(bi * s + t) * 3 * h..(bi * s + t + 1) * 3 * h];
+        for head in 0..heads {
+            let (qo, ko, vo) = (head * d, h + head * d, 2 * h + head * d);
+            for qi in 0..s {
+                let q = &row(qi)[qo..qo + d];
+                for (ki, sc) in scores.iter_mut().enumerate() {
+                    let k = &row(ki)[ko..ko + d];
+                    let dot: f32 = q.iter().zip(k).map(|(a, b)| a * b).sum();
+                    *sc = dot * scale;
+                    if let Some(m) = mask {
+                        if m[[bi, ki]] <= 0 {
+                            *sc += filter;
+                        }
+                    }
+                }
+                softmax_lane(ArrayViewMut1::from(&mut scores[..]));
+                let o = &mut out[(bi * s + qi) * h + qo..(bi * s + qi) * h + qo + d];
+                for (ki, &p) in scores.iter().enumerate() {
+                    let v = &row(ki)[vo..vo + d];
+                    o.iter_mut().zip(v).for_each(|(o, &v)| *o += p * v);
+                }
+            }
+        }
+    }
+    let out = ArrayD::from_shape_vec(IxDyn(&[b, s, h]), out).map_err(|e| format!("{OP}: {e}"))?;
+    Ok(vec![Tensor::F32(out)])
+}
+
+fn f32_input<'a>(
+    inputs: &[Option<&'a Tensor>],
+    i: usize,
+    what: &str,
+) -> Result<&'a ArrayD<f32>, String> {
+    let t = input(OP, inputs, i)?;
+    t.as_f32()
+        .ok_or_else(|| format!("{OP}: {what} must be float32, got {}", t.dtype()))
+}
