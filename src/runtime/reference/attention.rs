@@ -160,3 +160,62 @@ fn f32_input<'a>(
     t.as_f32()
         .ok_or_else(|| format!("{OP}: {what} must be float32, got {}", t.dtype()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::common::test_util::{f32s, i32s, i64s, run_at};
+    use super::*;
+    use crate::ir::{attr, Node};
+
+    fn node(heads: i64) -> Node {
+        let mut n = Node::new("Attention", crate::ir::model::MS_DOMAIN);
+        n.set_attr(attr::int("num_heads", heads));
+        n
+    }
+
+    /// One head of size 1, weights picking Q = K = V = x: softmax over the keys of x_q·x_k.
+    #[test]
+    fn one_head_matches_the_formula_and_masks_keys() {
+        let x = f32s(&[1, 3, 1], &[1.0, 2.0, 3.0]);
+        let w = f32s(&[1, 3], &[1.0, 1.0, 1.0]);
+        let mask = i32s(&[1, 3], &[1, 0, 1]);
+        let mut n = node(1);
+        n.set_attr(attr::float("mask_filter_value", f32::MIN));
+        let y = run_at(attention, &n, 1, &[Some(&x), Some(&w), None, Some(&mask)]).unwrap();
+        let y = y[0].as_f32().unwrap();
+        for (q, &xq) in [1.0f32, 2.0, 3.0].iter().enumerate() {
+            // Key 1 is masked: weights over keys 0 and 2 only.
+            let (e0, e2) = ((xq * 1.0).exp(), (xq * 3.0).exp());
+            let want = (e0 * 1.0 + e2 * 3.0) / (e0 + e2);
+            assert!((y[[0, q, 0]] - want).abs() < 1e-5, "{q}: {}", y[[0, q, 0]]);
+        }
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        let x = f32s(&[1, 2, 4], &[0.0; 8]);
+        let w = f32s(&[4, 12], &[0.0; 48]);
+        let run = |n: &Node, ins: &[Option<&Tensor>]| run_at(attention, n, 1, ins).unwrap_err();
+        assert!(run(&node(3), &[Some(&x), Some(&w)]).contains("must be positive and divide"));
+        assert!(run(&node(0), &[Some(&x), Some(&w)]).contains("num_heads 0"));
+        let w_bad = f32s(&[3, 12], &[0.0; 36]);
+        assert!(run(&node(2), &[Some(&x), Some(&w_bad)]).contains("weights must be [4, 3·hidden]"));
+        let mask_1d = i32s(&[1], &[2]);
+        let e = run(&node(2), &[Some(&x), Some(&w), None, Some(&mask_1d)]);
+        assert!(
+            e.contains("mask_index of shape [1] is not supported"),
+            "{e}"
+        );
+        let mask_i64 = i64s(&[1, 2], &[1, 1]);
+        let e = run(&node(2), &[Some(&x), Some(&w), None, Some(&mask_i64)]);
+        assert!(e.contains("must be int32"), "{e}");
+        let mut uni = node(2);
+        uni.set_attr(attr::int("unidirectional", 1));
+        assert!(run(&uni, &[Some(&x), Some(&w)]).contains("unidirectional"));
+        let past = f32s(&[1], &[0.0]);
+        let e = run(&node(2), &[Some(&x), Some(&w), None, None, Some(&past)]);
+        assert!(e.contains("past"), "{e}");
+        let x2 = f32s(&[2, 4], &[0.0; 8]);
+        assert!(run(&node(2), &[Some(&x2), Some(&w)]).contains("must be 3-D"));
+    }
+}

@@ -16,7 +16,11 @@
 //! time (two different symbols), a Gather index that might be negative or past the end, or a
 //! comparison that is not decided for every index stops the proof with the reason.
 
-use std::collections::{BTreeMap, HashMap};
+mod poly;
+
+use std::collections::HashMap;
+
+use poly::{broadcast_shapes, pin_unit_axes, product, ravel, Poly};
 
 use crate::ir::infer::axes_of;
 use crate::ir::shape_value::{constant_tensor, int_elements};
@@ -26,144 +30,6 @@ use crate::tensor::{DType, Tensor};
 
 /// Nodes the interpretation may visit for one mask.
 const MAX_NODES: usize = 256;
-
-/// A variable of a polynomial: the index along an axis of the tensor the polynomial belongs to,
-/// or a symbolic dim. Both are never negative.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Var {
-    Idx(usize),
-    Sym(String),
-}
-
-/// An integer polynomial: monomial (sorted variables) → coefficient, no zero coefficients.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Poly(BTreeMap<Vec<Var>, i64>);
-
-impl Poly {
-    fn constant(c: i64) -> Poly {
-        let mut p = Poly::default();
-        if c != 0 {
-            p.0.insert(vec![], c);
-        }
-        p
-    }
-
-    fn var(v: Var) -> Poly {
-        Poly(BTreeMap::from([(vec![v], 1)]))
-    }
-
-    fn idx(axis: usize) -> Poly {
-        Poly::var(Var::Idx(axis))
-    }
-
-    fn from_dim(d: &Dim) -> Option<Poly> {
-        match d {
-            Dim::Known(k) => Some(Poly::constant(*k)),
-            Dim::Sym(s) => Some(Poly::var(Var::Sym(s.clone()))),
-            Dim::Unknown => None,
-        }
-    }
-
-    fn as_constant(&self) -> Option<i64> {
-        match self.0.len() {
-            0 => Some(0),
-            1 => self.0.get(&vec![]).copied(),
-            _ => None,
-        }
-    }
-
-    fn is_one(&self) -> bool {
-        self.as_constant() == Some(1)
-    }
-
-    fn add(&self, o: &Poly) -> Option<Poly> {
-        let mut out = self.clone();
-        for (m, c) in &o.0 {
-            let e = out.0.entry(m.clone()).or_insert(0);
-            *e = e.checked_add(*c)?;
-            if *e == 0 {
-                out.0.remove(m);
-            }
-        }
-        Some(out)
-    }
-
-    fn scale(&self, k: i64) -> Option<Poly> {
-        let mut out = Poly::default();
-        for (m, c) in &self.0 {
-            out = out.add(&Poly(BTreeMap::from([(m.clone(), c.checked_mul(k)?)])))?;
-        }
-        Some(out)
-    }
-
-    fn sub(&self, o: &Poly) -> Option<Poly> {
-        self.add(&o.scale(-1)?)
-    }
-
-    fn mul(&self, o: &Poly) -> Option<Poly> {
-        let mut out = Poly::default();
-        for (m1, c1) in &self.0 {
-            for (m2, c2) in &o.0 {
-                let mut m: Vec<Var> = m1.iter().chain(m2).cloned().collect();
-                m.sort();
-                out = out.add(&Poly(BTreeMap::from([(m, c1.checked_mul(*c2)?)])))?;
-            }
-        }
-        Some(out)
-    }
-
-    /// True when the value is ≥ 0 for every choice of the (non-negative) variables.
-    fn never_negative(&self) -> bool {
-        self.0.values().all(|&c| c > 0)
-    }
-
-    fn uses_indices(&self) -> bool {
-        self.0.keys().flatten().any(|v| matches!(v, Var::Idx(_)))
-    }
-
-    /// Replaces every index variable `i_a` by `f(a)`.
-    fn subst(&self, f: &dyn Fn(usize) -> Option<Poly>) -> Option<Poly> {
-        let mut out = Poly::default();
-        for (m, c) in &self.0 {
-            let mut term = Poly::constant(*c);
-            for v in m {
-                let p = match v {
-                    Var::Idx(a) => f(*a)?,
-                    Var::Sym(_) => Poly::var(v.clone()),
-                };
-                term = term.mul(&p)?;
-            }
-            out = out.add(&term)?;
-        }
-        Some(out)
-    }
-}
-
-fn product(dims: &[Poly]) -> Option<Poly> {
-    dims.iter().try_fold(Poly::constant(1), |acc, d| acc.mul(d))
-}
-
-/// The row-major position of index `(i_0, …)` in a tensor of shape `dims` (the index along an
-/// axis of size 1 is always 0, so it does not appear).
-fn ravel(dims: &[Poly]) -> Option<Poly> {
-    let mut out = Poly::default();
-    for a in 0..dims.len() {
-        if !dims[a].is_one() {
-            out = out.add(&Poly::idx(a).mul(&product(&dims[a + 1..])?)?)?;
-        }
-    }
-    Some(out)
-}
-
-/// `p` with the index along every size-1 axis of `dims` set to its only value, 0.
-fn pin_unit_axes(p: &Poly, dims: &[Poly]) -> Option<Poly> {
-    p.subst(&|a| {
-        Some(match dims.get(a) {
-            Some(d) if d.is_one() => Poly::default(),
-            _ => Poly::idx(a),
-        })
-    })
-}
 
 /// The element at every index of an abstract tensor.
 #[derive(Clone, Debug, PartialEq)]
@@ -239,32 +105,6 @@ impl Abs {
     }
 }
 
-/// numpy broadcasting of shapes whose dims are equal or 1 (a dim that might be 1 only at run
-/// time, such as two different symbols, is not decided).
-fn broadcast_shapes(shapes: &[&[Poly]]) -> Option<Vec<Poly>> {
-    let rank = shapes.iter().map(|s| s.len()).max()?;
-    (0..rank)
-        .map(|i| {
-            let mut out = Poly::constant(1);
-            for s in shapes {
-                let Some(j) = (i + s.len()).checked_sub(rank) else {
-                    continue;
-                };
-                let d = &s[j];
-                if d.is_one() {
-                    continue;
-                }
-                if out.is_one() {
-                    out = d.clone();
-                } else if out != *d {
-                    return None;
-                }
-            }
-            Some(out)
-        })
-        .collect()
-}
-
 /// The proved meaning of an additive attention mask.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PaddingMask {
@@ -302,10 +142,9 @@ pub fn padding_mask(model: &Model, mask: ValueId, scores: &[Dim]) -> Result<Padd
         return Err(not_proved(format!("it is {}, not float32", m.dtype)));
     }
     if broadcast_shapes(&[&scores, &m.shape]).as_ref() != Some(&scores) {
-        return Err(not_proved(format!(
-            "adding it would broadcast the scores ({:?} vs {:?})",
-            m.shape, scores
-        )));
+        return Err(not_proved(
+            "its dims are not provably the scores' (or 1): they could differ at run time".into(),
+        ));
     }
     let e = m
         .broadcast_to(&scores)
