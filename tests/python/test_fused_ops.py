@@ -254,3 +254,40 @@ def test_bias_gelu(fuselab, tmp_path, shape):
     node = helper.make_node("BiasGelu", ["A", "B"], ["C"], domain=MS)
     m = model(node, inputs, [("C", F32)], 14)
     check(fuselab, tmp_path, m, inputs, f"BiasGelu {shape}", seed=10, scale=3.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention (the raw 2-D mask_index the `attention` fusion emits)
+
+ATTENTION_MASKS = {
+    "no_mask": None,
+    "right_padding": [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]],
+    "left_padding": [[0, 0, 1, 1, 1], [0, 1, 1, 1, 1]],
+    "fully_masked_row": [[0, 0, 0, 0, 0], [1, 0, 1, 0, 1]],
+}
+
+
+@pytest.mark.parametrize("mask", list(ATTENTION_MASKS), ids=str)
+@pytest.mark.parametrize(
+    "attrs",
+    [{}, {"scale": 0.3, "mask_filter_value": float(np.finfo(np.float32).min)}],
+    ids=["defaults", "scale_and_filter"],
+)
+def test_attention(fuselab, tmp_path, mask, attrs):
+    rng = np.random.default_rng(11)
+    feeds = {
+        "X": rng.standard_normal((2, 5, 16)).astype(np.float32),
+        "W": (0.5 * rng.standard_normal((16, 48))).astype(np.float32),
+        "B": rng.standard_normal(48).astype(np.float32),
+    }
+    inputs = [("X", F32, (2, 5, 16)), ("W", F32, (16, 48)), ("B", F32, (48,))]
+    if ATTENTION_MASKS[mask] is not None:
+        feeds["M"] = np.array(ATTENTION_MASKS[mask], dtype=np.int32)
+        inputs.append(("M", TensorProto.INT32, (2, 5)))
+    node = helper.make_node(
+        "Attention", [n for n, _, _ in inputs], ["Y"], domain=MS, num_heads=4, **attrs
+    )
+    m = model(node, inputs, [("Y", F32)], 14)
+    want = ort_run(m, feeds)
+    got = fuselab_run(fuselab, m, feeds, tmp_path)
+    compare(got, want, f"Attention {mask} {attrs}")
