@@ -32,7 +32,7 @@ use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
 use crate::ir::{attr, Model, Node, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
-use crate::passes::attention_mask::padding_mask;
+use crate::passes::attention_mask::attention_mask;
 use crate::passes::matchers::{
     bias_add, constant_value, fresh_node_name, produced_by, require_f32, scalar_constant,
     sole_consumer, sole_consumer_op,
@@ -69,14 +69,6 @@ impl Rule for FuseAttention {
             Err(why) => Proposal::Reject(why),
         }
     }
-}
-
-/// One projection (Q, K or V): the nodes it spans and its weight and bias.
-struct Projection {
-    nodes: Vec<NodeId>,
-    x: ValueId,
-    weight: ValueId,
-    bias: Option<ValueId>,
 }
 
 fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
@@ -176,47 +168,61 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
 
     let q_heads = qk.input(0).ok_or("MatMul input")?;
     let k_heads = qk.input(1).ok_or("MatMul input")?;
-    let (q, heads, head_size) = projection(model, q_heads, &[0, 2, 1, 3], "query")?;
-    let (k, kh, kd) = projection(model, k_heads, &[0, 2, 3, 1], "key")?;
-    let (v, vh, vd) = projection(model, v_heads, &[0, 2, 1, 3], "value")?;
+    let (qn, q_lin, heads, head_size) = heads_of(model, q_heads, &[0, 2, 1, 3], "query")?;
+    let (kn, k_lin, kh, kd) = heads_of(model, k_heads, &[0, 2, 3, 1], "key")?;
+    let (vn, v_lin, vh, vd) = heads_of(model, v_heads, &[0, 2, 1, 3], "value")?;
     if (kh, kd, vh, vd) != (heads, head_size, heads, head_size) {
         return Err("query, key and value split into different heads".into());
     }
-    if q.x != k.x || q.x != v.x {
-        return Err("query, key and value do not project the same input".into());
-    }
-    let x = q.x;
-    require_f32(g, x)?;
-    let x_shape = g.value(x).ty.shape.clone().unwrap_or_default();
+    removed.extend(qn.into_iter().chain(kn).chain(vn));
     let hidden = heads * head_size;
-    let want_out = [x_shape[0].clone(), x_shape[1].clone(), Dim::Known(hidden)];
+    let packed = packed_split(model, [q_lin, k_lin, v_lin], hidden)?;
+    let (x, weights, bias) = match packed {
+        Some((split_id, qkv)) => {
+            removed.push(split_id);
+            let p = linear(model, qkv, 3 * hidden, "packed QKV")?;
+            removed.extend(&p.nodes);
+            let w = f32_constant(model, p.weight)?;
+            let b = concat_bias(model, &[p.bias], 3 * hidden as usize)?;
+            (p.x, w, b)
+        }
+        None => {
+            let q = linear(model, q_lin, hidden, "query")?;
+            let k = linear(model, k_lin, hidden, "key")?;
+            let v = linear(model, v_lin, hidden, "value")?;
+            if q.x != k.x || q.x != v.x {
+                return Err("query, key and value do not project the same input".into());
+            }
+            for p in [&q, &k, &v] {
+                removed.extend(&p.nodes);
+            }
+            let w = concat_columns(model, &[q.weight, k.weight, v.weight])?;
+            let b = concat_bias(model, &[q.bias, k.bias, v.bias], hidden as usize)?;
+            (q.x, w, b)
+        }
+    };
+    require_f32(g, x)?;
+    let Some([xb, xs, _]) = g.value(x).ty.shape.as_deref() else {
+        return Err(format!("input '{}' is not rank 3", g.name(x)));
+    };
+    let want_out = [xb.clone(), xs.clone(), Dim::Known(hidden)];
     if g.value(out).ty.shape.as_deref() != Some(&want_out[..]) {
         return Err(format!(
-            "Reshape '{}' does not merge the heads back to [{}, {}, {hidden}]",
+            "Reshape '{}' does not merge the heads back to [{xb}, {xs}, {hidden}]",
             rs.label(rs_id),
-            x_shape[0],
-            x_shape[1]
         ));
     }
-    let want_scores = [
-        x_shape[0].clone(),
-        Dim::Known(heads),
-        x_shape[1].clone(),
-        x_shape[1].clone(),
-    ];
+    let want_scores = [xb.clone(), Dim::Known(heads), xs.clone(), xs.clone()];
     if scores_shape != want_scores {
         return Err(format!(
             "scores '{}' are not [batch, heads, seq, seq]",
             g.name(scores)
         ));
     }
-    let raw_mask = match mask {
-        Some(m) => Some(padding_mask(model, m, &scores_shape)?),
+    let proved = match mask {
+        Some(m) => Some(attention_mask(model, m, &scores_shape)?),
         None => None,
     };
-    for p in [&q, &k, &v] {
-        removed.extend(&p.nodes);
-    }
 
     let mut patch = Patch {
         remove: removed,
@@ -224,10 +230,8 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
         ..Default::default()
     };
     let base = g.name(out).to_string();
-    let weights = concat_columns(model, &[q.weight, k.weight, v.weight])?;
     let name = g.fresh_name(&format!("{base}_qkv_weight"));
     let w = patch.new_initializer(&name, from_tensor(&name, &weights));
-    let bias = concat_bias(model, &[q.bias, k.bias, v.bias], hidden as usize)?;
     let name = g.fresh_name(&format!("{base}_qkv_bias"));
     let b = patch.new_initializer(&name, from_tensor(&name, &bias));
 
@@ -237,23 +241,28 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     fused.outputs = vec![Some(out)];
     fused.set_attr(attr::int("num_heads", heads));
     fused.set_attr(attr::float("scale", scale as f32));
-    if let Some(m) = raw_mask {
+    if let Some(m) = proved {
         fused.set_attr(attr::float("mask_filter_value", m.filter as f32));
-        let mask_index = int32_mask(g, &mut patch, m.input, &base)?;
-        fused.inputs.push(Some(mask_index));
+        if m.causal {
+            fused.set_attr(attr::int("unidirectional", 1));
+        }
+        if let Some(a) = m.padding {
+            let mask_index = int32_mask(g, &mut patch, a, &base)?;
+            fused.inputs.push(Some(mask_index));
+        }
     }
     patch.add.push(fused);
     Ok(patch)
 }
 
-/// `v_heads` = Transpose(perm) of Reshape([B, S, N, D]) of [Add(bias)] of MatMul(X, W):
-/// the projection and (N, D).
-fn projection(
+/// `heads_v` = Transpose(perm) of Reshape(lin) into [B, S, N, D], lin [B, S, N·D] read only by
+/// the Reshape: ([Transpose, Reshape], lin, N, D).
+fn heads_of(
     model: &Model,
     heads_v: ValueId,
     perm: &[i64],
     what: &str,
-) -> Result<(Projection, i64, i64), String> {
+) -> Result<(Vec<NodeId>, ValueId, i64, i64), String> {
     let g = &model.graph;
     let (tr_id, tr) = produced_by(g, heads_v, "Transpose")
         .ok_or_else(|| format!("{what} heads '{}' are not a Transpose", g.name(heads_v)))?;
@@ -264,25 +273,79 @@ fn projection(
         .ok_or_else(|| format!("{what} '{}' is not a Reshape into heads", g.name(split)))?;
     sole_consumer(g, split).map_err(|why| format!("{what} {why}"))?;
     let lin = rs.input(0).ok_or("Reshape has no input")?;
+    sole_consumer(g, lin).map_err(|why| format!("{what} {why}"))?;
     let shape = g.value(split).ty.shape.clone().unwrap_or_default();
     let lin_shape = g.value(lin).ty.shape.clone().unwrap_or_default();
-    let (n, d) = match (shape.as_slice(), lin_shape.as_slice()) {
+    match (shape.as_slice(), lin_shape.as_slice()) {
         ([b, s, Dim::Known(n), Dim::Known(d)], [b2, s2, Dim::Known(h)])
             if b == b2 && s == s2 && n * d == *h && *n > 0 =>
         {
-            (*n, *d)
+            Ok((vec![tr_id, rs_id], lin, *n, *d))
         }
-        _ => {
-            return Err(format!(
-                "Reshape '{}' does not split the last axis of {what} into heads ({:?} -> {:?})",
-                rs.label(rs_id),
-                lin_shape,
-                shape
-            ))
-        }
+        _ => Err(format!(
+            "Reshape '{}' does not split the last axis of {what} into heads ({:?} -> {:?})",
+            rs.label(rs_id),
+            lin_shape,
+            shape
+        )),
+    }
+}
+
+/// GPT-2's packed projection: Q, K and V are outputs 0, 1, 2 of one Split of `qkv` along the
+/// last axis into three widths of `hidden`. (the Split, qkv) when so; None when they are not
+/// Split outputs at all.
+fn packed_split(
+    model: &Model,
+    lins: [ValueId; 3],
+    hidden: i64,
+) -> Result<Option<(NodeId, ValueId)>, String> {
+    let g = &model.graph;
+    let splits: Vec<_> = lins
+        .iter()
+        .map(|&v| g.producer(v).filter(|&p| g.node(p).is("Split")))
+        .collect();
+    if splits.iter().all(|s| s.is_none()) {
+        return Ok(None);
+    }
+    let id = splits[0].ok_or("query is not a Split output like key and value")?;
+    let n = g.node(id);
+    let in_order = n.outputs.len() == 3
+        && splits.iter().all(|&s| s == Some(id))
+        && (0..3).all(|i| n.output(i) == Some(lins[i]));
+    if !in_order {
+        return Err(format!(
+            "Split '{}' does not give query, key and value as outputs 0, 1, 2",
+            n.label(id)
+        ));
+    }
+    let qkv = n.input(0).ok_or("Split has no input")?;
+    let rank = g.value(qkv).ty.rank().unwrap_or(0) as i64;
+    let axis = n.attr_int("axis").unwrap_or(0);
+    let sizes = match n.input(1) {
+        Some(v) => crate::ir::shape_value::constant_ints(g, v),
+        None => Some(n.attr_ints("split").map_or(vec![hidden; 3], |s| s.to_vec())),
     };
-    let mut nodes = vec![tr_id, rs_id];
-    let (proj, bias) = match bias_add(model, lin, n * d) {
+    if !(axis == -1 || axis == rank - 1) || sizes != Some(vec![hidden; 3]) {
+        return Err(format!(
+            "Split '{}' does not cut the last axis into three widths of {hidden}",
+            n.label(id)
+        ));
+    }
+    Ok(Some((id, qkv)))
+}
+
+/// One projection: [Add(bias)] of MatMul(X, W) with W a 2-D f32 constant of `width` columns.
+struct Linear {
+    nodes: Vec<NodeId>,
+    x: ValueId,
+    weight: ValueId,
+    bias: Option<ValueId>,
+}
+
+fn linear(model: &Model, lin: ValueId, width: i64, what: &str) -> Result<Linear, String> {
+    let g = &model.graph;
+    let mut nodes = vec![];
+    let (proj, bias) = match bias_add(model, lin, width) {
         Some((add_id, p, c)) => {
             nodes.push(add_id);
             (p, Some(c))
@@ -296,28 +359,33 @@ fn projection(
     let x = mm.input(0).ok_or("MatMul input")?;
     let weight = mm.input(1).ok_or("MatMul input")?;
     match constant_value(model, weight) {
-        Some(Tensor::F32(w)) if w.ndim() == 2 && w.shape()[1] as i64 == n * d => {}
+        Some(Tensor::F32(w)) if w.ndim() == 2 && w.shape()[1] as i64 == width => {}
         _ => {
             return Err(format!(
-                "{what} weight '{}' is not a 2-D float32 constant with {} columns",
+                "{what} weight '{}' is not a 2-D float32 constant with {width} columns",
                 g.name(weight),
-                n * d
             ))
         }
     }
     if g.value(x).ty.rank() != Some(3) {
         return Err(format!("{what} input '{}' is not rank 3", g.name(x)));
     }
-    Ok((
-        Projection {
-            nodes,
-            x,
-            weight,
-            bias,
-        },
-        n,
-        d,
-    ))
+    Ok(Linear {
+        nodes,
+        x,
+        weight,
+        bias,
+    })
+}
+
+fn f32_constant(model: &Model, v: ValueId) -> Result<Tensor, String> {
+    match constant_value(model, v) {
+        Some(t @ Tensor::F32(_)) => Ok(t),
+        _ => Err(format!(
+            "'{}' is not a float32 constant",
+            model.graph.name(v)
+        )),
+    }
 }
 
 fn require_perm(node: &Node, id: NodeId, perm: &[i64]) -> Result<(), String> {
@@ -345,7 +413,8 @@ fn concat_columns(model: &Model, ws: &[ValueId]) -> Result<Tensor, String> {
         .map_err(|e| format!("weights do not concatenate: {e}"))
 }
 
-/// [bq | bk | bv], zeros for a projection without bias.
+/// The biases side by side ([bq | bk | bv], or one packed bias), zeros for a part without one;
+/// `hidden` is each part's width.
 fn concat_bias(model: &Model, bs: &[Option<ValueId>], hidden: usize) -> Result<Tensor, String> {
     let mut out = Vec::with_capacity(3 * hidden);
     for b in bs {
@@ -358,7 +427,7 @@ fn concat_bias(model: &Model, bs: &[Option<ValueId>], hidden: usize) -> Result<T
         }
     }
     Ok(Tensor::F32(
-        ndarray::ArrayD::from_shape_vec(vec![3 * hidden], out).expect("3·hidden"),
+        ndarray::ArrayD::from_shape_vec(vec![out.len()], out).expect("1-D"),
     ))
 }
 

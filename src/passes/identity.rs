@@ -1,4 +1,5 @@
-//! Identity elimination.
+//! Identity elimination, and of a Cast to the type its input already has (GPT-2's exporter
+//! casts the attention probabilities float32 → float32).
 //!
 //! ```text
 //!   x ──► Identity ──► y ──► readers        x ──► readers (now reading x)
@@ -20,14 +21,23 @@ impl Rule for IdentityElimination {
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let node = g.node(id);
-        if !node.is("Identity") {
+        let same_type_cast = node.is("Cast")
+            && node.input(0).is_some_and(|x| {
+                let from = g.value(x).ty.dtype;
+                from.is_some()
+                    && node.attr_int("to").map(|t| crate::tensor::DType(t as i32)) == from
+            });
+        if !node.is("Identity") && !same_type_cast {
             return Proposal::NoMatch;
         }
         let (Some(x), Some(y)) = (node.input(0), node.output(0)) else {
             return Proposal::NoMatch;
         };
         if node.outputs.len() != 1 || node.inputs.len() != 1 {
-            return Proposal::Reject("Identity with other than one input and one output".into());
+            return Proposal::Reject(format!(
+                "{} with other than one input and one output",
+                node.op_type
+            ));
         }
         if !g.is_graph_output(y) {
             return Proposal::Rewrite(Patch {

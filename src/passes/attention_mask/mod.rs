@@ -3,18 +3,20 @@
 //!
 //! transformers builds the additive mask `M[b, h, q, k]` that is added to the attention scores
 //! from `attention_mask[b, k]` with Range, Unsqueeze, broadcasting arithmetic, Flatten, Gather,
-//! Reshape, Expand and a final `Where(cond, 0, F)` (BERT tiny: 45 nodes). `padding_mask` reads
-//! that subgraph as math: each value becomes an abstract tensor, a shape whose dims are
-//! polynomials over the graph's symbolic dims, plus one expression that gives the element at
-//! every index (`Range` gives `i0`, `Unsqueeze` renames axes, broadcasting sends an axis of size
-//! 1 to index 0, `Gather` substitutes its index expression, `Reshape` and `Flatten` keep the
-//! row-major position of graph-input elements). When the result is `Where(X[b, k] != 0, 0, F)`
-//! for a graph input `X` of shape `[B, T]`, the mask is exactly Attention's raw mask with
-//! `mask_filter_value = F`.
+//! Reshape, Expand and a final `Where(cond, 0, F)` (BERT tiny: 45 nodes; GPT-2 also compares
+//! key and query positions for the causal part). `attention_mask` reads that subgraph as math:
+//! each value becomes an abstract tensor, a shape whose dims are polynomials over the graph's
+//! symbolic dims, plus one expression that gives the element at every index (`Range` gives
+//! `i0`, `Unsqueeze` renames axes, broadcasting sends an axis of size 1 to index 0, `Gather`
+//! substitutes its index expression, `Reshape` and `Flatten` keep the row-major position of
+//! graph-input elements, a comparison it cannot decide stays a term). When the result is
+//! `Where(keep, 0, F)` with `keep` a conjunction of `X[b, k] != 0` (X a graph input of shape
+//! [B, T]) and `k <= q`, the mask is exactly Attention's raw mask with `mask_filter_value = F`,
+//! plus `unidirectional = 1` for the causal part.
 //!
 //! Every step is exact or gives up: an op outside the list, a dim that could broadcast at run
-//! time (two different symbols), a Gather index that might be negative or past the end, or a
-//! comparison that is not decided for every index stops the proof with the reason.
+//! time (two different symbols), a Gather index that might be negative or past the end stops the
+//! proof with the reason.
 
 mod poly;
 
@@ -42,6 +44,8 @@ enum Elem {
     /// `x != 0` (Cast to bool).
     NonZero(Box<Elem>),
     And(Box<Elem>, Box<Elem>),
+    /// `a <= b`, not decided statically (a causal mask compares key and query positions).
+    Le(Poly, Poly),
     Select(Box<Elem>, Box<Elem>, Box<Elem>),
 }
 
@@ -55,6 +59,7 @@ impl Elem {
             Elem::NonZero(x) => Elem::NonZero(b(x)?),
             Elem::And(x, y) => Elem::And(b(x)?, b(y)?),
             Elem::Select(c, x, y) => Elem::Select(b(c)?, b(x)?, b(y)?),
+            Elem::Le(x, y) => Elem::Le(x.subst(f)?, y.subst(f)?),
         })
     }
 
@@ -105,20 +110,26 @@ impl Abs {
     }
 }
 
-/// The proved meaning of an additive attention mask.
+/// The proved meaning of an additive attention mask: score (b, ·, q, k) is kept (0 is added)
+/// where every stated condition holds, and gets `filter` added otherwise.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PaddingMask {
-    /// The graph input `X` of shape `[B, T]`: key position k of batch b is kept where
-    /// `X[b, k] != 0`.
-    pub input: ValueId,
-    /// The value added to scores of masked positions (0 is added to kept ones).
+pub struct AttentionMask {
+    /// A graph input `X` of shape `[B, T]`: the condition `X[b, k] != 0`.
+    pub padding: Option<ValueId>,
+    /// The condition `k <= q`.
+    pub causal: bool,
     pub filter: f64,
 }
 
 /// Proves that `mask`, added to attention scores of shape `scores` `[B, N, S, T]`, equals
-/// `Where(X[b, k] != 0, 0, F)` for a graph input `X` of shape `[B, T]`, broadcast over heads and
-/// query positions, and does not change the sum's shape. Otherwise says where the proof stopped.
-pub fn padding_mask(model: &Model, mask: ValueId, scores: &[Dim]) -> Result<PaddingMask, String> {
+/// `Where(keep, 0, F)` broadcast over heads, where `keep` is `X[b, k] != 0` for a graph input `X`
+/// of shape `[B, T]` (padding), `k <= q` (causal), or both, and that adding it does not change
+/// the scores' shape. Otherwise says where the proof stopped.
+pub fn attention_mask(
+    model: &Model,
+    mask: ValueId,
+    scores: &[Dim],
+) -> Result<AttentionMask, String> {
     let g = &model.graph;
     let not_proved = |why: String| {
         format!(
@@ -149,7 +160,13 @@ pub fn padding_mask(model: &Model, mask: ValueId, scores: &[Dim]) -> Result<Padd
     let e = m
         .broadcast_to(&scores)
         .ok_or_else(|| not_proved("its shape does not broadcast to the scores'".into()))?;
-    let shape_err = || not_proved("it is not Where(X[b, k] != 0, 0, F) of a [B, T] input".into());
+    let shape_err = || {
+        not_proved(
+            "it is not Where(keep, 0, F) with keep made of X[b, k] != 0 for a [B, T] input \
+             and k <= q"
+                .into(),
+        )
+    };
     let Elem::Select(cond, keep, masked) = e else {
         return Err(shape_err());
     };
@@ -159,37 +176,64 @@ pub fn padding_mask(model: &Model, mask: ValueId, scores: &[Dim]) -> Result<Padd
     if k != 0.0 {
         return Err(shape_err());
     }
-    let (x, at, nonzero) = match *cond {
-        Elem::NonZero(inner) => match *inner {
-            Elem::Input(x, at) => (x, at, true),
-            _ => return Err(shape_err()),
-        },
-        Elem::Input(x, at) => (x, at, false),
-        _ => return Err(shape_err()),
+    let mut terms = Vec::new();
+    conjuncts(*cond, &mut terms);
+    let mut out = AttentionMask {
+        padding: None,
+        causal: false,
+        filter: f,
     };
-    let x_ty = &g.value(x).ty;
-    if !nonzero && x_ty.dtype != Some(DType::BOOL) {
-        return Err(shape_err());
+    for t in terms {
+        match t {
+            Elem::Le(a, b) if a == Poly::idx(3) && b == Poly::idx(2) && !out.causal => {
+                out.causal = true;
+            }
+            Elem::NonZero(inner) if out.padding.is_none() => match *inner {
+                Elem::Input(x, at) if padding_index(g, x, &at, &scores) => out.padding = Some(x),
+                _ => return Err(shape_err()),
+            },
+            Elem::Input(x, at)
+                if out.padding.is_none()
+                    && g.value(x).ty.dtype == Some(DType::BOOL)
+                    && padding_index(g, x, &at, &scores) =>
+            {
+                out.padding = Some(x)
+            }
+            _ => return Err(shape_err()),
+        }
     }
-    let x_shape: Vec<Poly> = x_ty
+    Ok(out)
+}
+
+fn conjuncts(e: Elem, out: &mut Vec<Elem>) {
+    match e {
+        Elem::And(a, b) => {
+            conjuncts(*a, out);
+            conjuncts(*b, out);
+        }
+        e => out.push(e),
+    }
+}
+
+/// True when `at` is the position of `X[b, k]` (b the batch axis and k the key axis of the
+/// scores) in a graph input `x` of shape `[B, T]`.
+fn padding_index(g: &crate::ir::Graph, x: ValueId, at: &Poly, scores: &[Poly]) -> bool {
+    let shape: Option<Vec<Poly>> = g
+        .value(x)
+        .ty
         .shape
         .as_ref()
-        .and_then(|s| s.iter().map(Poly::from_dim).collect())
-        .ok_or_else(shape_err)?;
-    // X[b, k] with b the batch axis and k the key axis of the scores.
-    let expected = match x_shape.as_slice() {
-        [b, t] if *b == scores[0] && *t == scores[3] => {
-            Poly::idx(0).mul(t).and_then(|p| p.add(&Poly::idx(3)))
+        .and_then(|s| s.iter().map(Poly::from_dim).collect());
+    match shape.as_deref() {
+        Some([b, t]) if *b == scores[0] && *t == scores[3] => {
+            Poly::idx(0)
+                .mul(t)
+                .and_then(|p| p.add(&Poly::idx(3)))
+                .as_ref()
+                == Some(at)
         }
-        _ => None,
-    };
-    if expected.as_ref() != Some(&at) {
-        return Err(shape_err());
+        _ => false,
     }
-    Ok(PaddingMask {
-        input: x,
-        filter: f,
-    })
 }
 
 struct Interp<'m> {
@@ -532,8 +576,13 @@ fn elementwise(op: &str, args: &[Abs], out_dtype: Option<DType>) -> Option<Abs> 
             } else {
                 int(b)?.sub(&int(a)?)?
             };
-            // Decided true for every index, or not interpreted.
-            (d.as_constant() == Some(0) || d.never_negative()).then_some(Elem::Bool(true))?
+            if d.never_negative() {
+                Elem::Bool(true)
+            } else if op == "GreaterOrEqual" {
+                Elem::Le(int(b)?, int(a)?)
+            } else {
+                Elem::Le(int(a)?, int(b)?)
+            }
         }
         ("And", [a, b]) => match (a, b) {
             (Elem::Bool(true), x) | (x, Elem::Bool(true)) => x.clone(),

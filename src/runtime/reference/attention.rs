@@ -8,9 +8,9 @@
 //!
 //! One pass over the work: the packed projection is one matrix product, then each (batch, head,
 //! query) row of scores is formed, normalized by the Softmax kernel's lane routine and applied to
-//! V without materializing the [B, N, S, S] tensor. Supported: no past state, no attention bias,
-//! bidirectional attention, equal Q/K/V widths, mask absent or raw 2-D; anything else is an error
-//! naming what is not supported.
+//! V without materializing the [B, N, S, S] tensor. With `unidirectional = 1` key k is also
+//! masked for queries q < k (causal). Supported: no past state, no attention bias, equal Q/K/V
+//! widths, mask absent or raw 2-D; anything else is an error naming what is not supported.
 
 use ndarray::linalg::general_mat_mul;
 use ndarray::{Array2, ArrayD, ArrayView2, ArrayViewMut1, IxDyn};
@@ -40,7 +40,12 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     if ctx.node.outputs.iter().skip(1).any(|o| o.is_some()) {
         return Err(format!("{OP}: the present output is not supported"));
     }
-    for a in ["unidirectional", "do_rotary", "past_present_share_buffer"] {
+    let causal = match ctx.node.attr_int("unidirectional").unwrap_or(0) {
+        0 => false,
+        1 => true,
+        u => return Err(format!("{OP}: unidirectional must be 0 or 1, got {u}")),
+    };
+    for a in ["do_rotary", "past_present_share_buffer"] {
         if ctx.node.attr_int(a).unwrap_or(0) != 0 {
             return Err(format!("{OP}: attribute {a} != 0 is not supported"));
         }
@@ -132,10 +137,11 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
                     let k = &row(ki)[ko..ko + d];
                     let dot: f32 = q.iter().zip(k).map(|(a, b)| a * b).sum();
                     *sc = dot * scale;
-                    if let Some(m) = mask {
-                        if m[[bi, ki]] <= 0 {
-                            *sc += filter;
-                        }
+                    // A masked score gets the filter value added once, whichever of the causal
+                    // and the padding mask hides it (as onnxruntime's CPU kernel does).
+                    let padded = mask.is_some_and(|m| m[[bi, ki]] <= 0);
+                    if padded || (causal && ki > qi) {
+                        *sc += filter;
                     }
                 }
                 softmax_lane(ArrayViewMut1::from(&mut scores[..]));
@@ -191,6 +197,29 @@ mod tests {
         }
     }
 
+    /// Causal: query q attends keys 0..=q; with key 0 padded, query 0 sees no key at all and the
+    /// uniform softmax over the (all equally masked) row averages every value.
+    #[test]
+    fn causal_masks_later_keys_once() {
+        let x = f32s(&[1, 3, 1], &[1.0, 2.0, 3.0]);
+        let w = f32s(&[1, 3], &[1.0, 1.0, 1.0]);
+        let mask = i32s(&[1, 3], &[0, 1, 1]);
+        let mut n = node(1);
+        n.set_attr(attr::int("unidirectional", 1));
+        n.set_attr(attr::float("mask_filter_value", f32::MIN));
+        let y = run_at(attention, &n, 1, &[Some(&x), Some(&w), None, Some(&mask)]).unwrap();
+        let y = y[0].as_f32().unwrap();
+        assert!((y[[0, 0, 0]] - 2.0).abs() < 1e-6, "{}", y[[0, 0, 0]]);
+        assert!(
+            (y[[0, 1, 0]] - 2.0).abs() < 1e-6,
+            "only key 1: {}",
+            y[[0, 1, 0]]
+        );
+        let (e1, e2) = ((3.0f32 * 2.0).exp(), (3.0f32 * 3.0).exp());
+        let want = (e1 * 2.0 + e2 * 3.0) / (e1 + e2);
+        assert!((y[[0, 2, 0]] - want).abs() < 1e-5, "{}", y[[0, 2, 0]]);
+    }
+
     #[test]
     fn bad_inputs_are_errors() {
         let x = f32s(&[1, 2, 4], &[0.0; 8]);
@@ -210,8 +239,8 @@ mod tests {
         let e = run(&node(2), &[Some(&x), Some(&w), None, Some(&mask_i64)]);
         assert!(e.contains("must be int32"), "{e}");
         let mut uni = node(2);
-        uni.set_attr(attr::int("unidirectional", 1));
-        assert!(run(&uni, &[Some(&x), Some(&w)]).contains("unidirectional"));
+        uni.set_attr(attr::int("unidirectional", 2));
+        assert!(run(&uni, &[Some(&x), Some(&w)]).contains("unidirectional must be 0 or 1"));
         let past = f32s(&[1], &[0.0]);
         let e = run(&node(2), &[Some(&x), Some(&w), None, None, Some(&past)]);
         assert!(e.contains("past"), "{e}");
