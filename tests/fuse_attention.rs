@@ -70,6 +70,10 @@ enum Mask {
     QueryAxis,
     /// Where(cond, MIN, 0): the branches swapped.
     Inverted,
+    /// GPT-2: keep k <= q and A[b, k] (`strict`: k < q, which Attention cannot express).
+    Causal {
+        strict: bool,
+    },
 }
 
 const BERT: Spec = Spec {
@@ -140,6 +144,22 @@ fn mask(b: &mut GraphBuilder, a: ValueId, kind: Mask) -> ValueId {
             let r1 = b.op("Reshape", &[g, minus1], vec![]);
             let like = b.op("Shape", &[at], vec![]);
             b.op("Reshape", &[r1, like], vec![])
+        }
+        Mask::Causal { strict } => {
+            let shape = b.op("Shape", &[a], vec![]);
+            let i1 = b.initializer("i1", &Tensor::I64(ArrayD::from_elem(IxDyn(&[]), 1)));
+            let t = b.op("Gather", &[shape, i1], vec![]);
+            let z = b.initializer("z", &Tensor::I64(ArrayD::from_elem(IxDyn(&[]), 0)));
+            let r = b.op("Range", &[z, t, i1], vec![]);
+            let ax_q = ints(b, "ax_q", &[0, 1, 3]);
+            let ax_k = ints(b, "ax_k", &[0, 1, 2]);
+            let qi = b.op("Unsqueeze", &[r, ax_q], vec![]);
+            let ki = b.op("Unsqueeze", &[r, ax_k], vec![]);
+            let cmp = if strict { "Less" } else { "LessOrEqual" };
+            let causal = b.op(cmp, &[ki, qi], vec![]);
+            let axes = ints(b, "mask_axes", &[1, 2]);
+            let pad = b.op("Unsqueeze", &[bool_a, axes], vec![]);
+            b.op("And", &[causal, pad], vec![])
         }
         Mask::None => unreachable!(),
     };
@@ -391,7 +411,7 @@ fn attention_rejects_a_mask_over_queries() {
         mask: Mask::QueryAxis,
         ..BERT
     };
-    assert_not_fused(spec, "is not Where(X[b, k] != 0, 0, F)");
+    assert_not_fused(spec, "is not Where(keep, 0, F)");
 }
 
 #[test]
@@ -400,7 +420,7 @@ fn attention_rejects_an_inverted_mask() {
         mask: Mask::Inverted,
         ..BERT
     };
-    assert_not_fused(spec, "is not Where(X[b, k] != 0, 0, F)");
+    assert_not_fused(spec, "is not Where(keep, 0, F)");
 }
 
 #[test]
@@ -495,4 +515,79 @@ fn bert_tiny_at_fixed_dims_fuses_both_attention_blocks() {
     let rb = Executor::new(&opt, &limits).unwrap().run(&inputs).unwrap();
     let d = compare(&ra, &rb, 0.0).max_abs_diff;
     assert!(d <= 1e-4, "{d}");
+}
+
+/// GPT-2 (packed QKV, causal and padding mask) with batch and seq left symbolic.
+#[test]
+fn gpt2_tiny_fuses_causal_attention_with_dynamic_dims() {
+    let path = repo().join("tests/models/gpt2_tiny.onnx");
+    let m = fuselab::onnx::load::load_file(&path, &Limits::default()).unwrap();
+    let (opt, trace) = fuse(&m);
+    assert_eq!(count(&opt, "Attention"), 2);
+    assert_eq!(count(&opt, "Softmax"), 0);
+    let attn: Vec<_> = opt
+        .graph
+        .node_ids()
+        .map(|id| opt.graph.node(id))
+        .filter(|n| n.op_type == "Attention")
+        .collect();
+    for a in &attn {
+        assert_eq!(a.attr_int("unidirectional"), Some(1));
+        assert_eq!(a.inputs.len(), 4, "the padding mask is an input");
+    }
+    assert!(trace.rejected.iter().all(|r| r.rule != "attention"));
+    let limits = Limits::default();
+    for (batch, seq) in [(2usize, 5usize), (1, 1)] {
+        let mut inputs = HashMap::new();
+        let ids = ArrayD::from_shape_fn(IxDyn(&[batch, seq]), |i| {
+            ((i[0] * 31 + i[1] * 7) % 1000) as i64
+        });
+        inputs.insert("input_ids".to_string(), Tensor::I64(ids));
+        // Row 0 left-padded (its first query sees no key), row 1 right-padded.
+        let mask = ArrayD::from_shape_fn(IxDyn(&[batch, seq]), |i| {
+            (if i[0] == 0 {
+                i[1] >= 2 || seq == 1
+            } else {
+                i[1] < 3
+            }) as i64
+        });
+        inputs.insert("attention_mask".to_string(), Tensor::I64(mask));
+        let ra = Executor::new(&m, &limits).unwrap().run(&inputs).unwrap();
+        let rb = Executor::new(&opt, &limits).unwrap().run(&inputs).unwrap();
+        let d = compare(&ra, &rb, 0.0).max_abs_diff;
+        assert!(d <= 1e-4, "{batch}x{seq}: {d}");
+    }
+}
+
+#[test]
+fn attention_fuses_a_causal_padding_mask() {
+    let spec = Spec {
+        mask: Mask::Causal { strict: false },
+        ..BERT
+    };
+    let m = block(spec);
+    let (opt, _) = fuse(&m);
+    assert_eq!(
+        ops(&opt),
+        vec![("Attention".to_string(), 1), ("Cast".to_string(), 2)]
+    );
+    let attn = opt
+        .graph
+        .node_ids()
+        .map(|id| opt.graph.node(id))
+        .find(|n| n.op_type == "Attention")
+        .unwrap();
+    assert_eq!(attn.attr_int("unidirectional"), Some(1));
+    // Row 0: the first query's only key is padded (a fully masked row).
+    let d = diff_with_mask(&m, &opt, 2, 4, &[0, 1, 1, 1, 1, 1, 0, 0]);
+    assert!(d <= TOL, "{d}");
+}
+
+#[test]
+fn attention_rejects_a_strictly_causal_mask() {
+    let spec = Spec {
+        mask: Mask::Causal { strict: true },
+        ..BERT
+    };
+    assert_not_fused(spec, "Less 'less_");
 }

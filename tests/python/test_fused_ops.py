@@ -270,8 +270,12 @@ ATTENTION_MASKS = {
 @pytest.mark.parametrize("mask", list(ATTENTION_MASKS), ids=str)
 @pytest.mark.parametrize(
     "attrs",
-    [{}, {"scale": 0.3, "mask_filter_value": float(np.finfo(np.float32).min)}],
-    ids=["defaults", "scale_and_filter"],
+    [
+        {},
+        {"scale": 0.3, "mask_filter_value": float(np.finfo(np.float32).min)},
+        {"unidirectional": 1, "mask_filter_value": float(np.finfo(np.float32).min)},
+    ],
+    ids=["defaults", "scale_and_filter", "causal"],
 )
 def test_attention(fuselab, tmp_path, mask, attrs):
     rng = np.random.default_rng(11)

@@ -133,7 +133,7 @@ pub fn attention_mask(
     let g = &model.graph;
     let not_proved = |why: String| {
         format!(
-            "mask '{}' is not a proved padding mask: {why}",
+            "mask '{}' is not a proved attention mask: {why}",
             g.name(mask)
         )
     };
