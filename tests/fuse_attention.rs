@@ -237,11 +237,28 @@ fn fuse(m: &Model) -> (Model, Trace) {
     (opt, trace)
 }
 
+/// The (first) Attention node of `m`.
+fn attention_node(m: &Model) -> &fuselab::ir::Node {
+    m.graph
+        .node_ids()
+        .map(|id| m.graph.node(id))
+        .find(|n| n.op_type == "Attention")
+        .expect("an Attention node")
+}
+
 fn count(m: &Model, op: &str) -> usize {
     ops(m)
         .into_iter()
         .find(|(o, _)| o == op)
         .map_or(0, |(_, n)| n)
+}
+
+/// The largest output difference of two models run on `inputs`.
+fn outputs_diff(a: &Model, b: &Model, inputs: &HashMap<String, Tensor>) -> f64 {
+    let limits = Limits::default();
+    let ra = Executor::new(a, &limits).unwrap().run(inputs).unwrap();
+    let rb = Executor::new(b, &limits).unwrap().run(inputs).unwrap();
+    compare(&ra, &rb, 0.0).max_abs_diff
 }
 
 /// Runs both models on x (seeded) and the given mask rows; the largest output difference.
@@ -295,12 +312,7 @@ fn attention_fuses_bert_self_attention_with_a_padding_mask() {
         ops(&opt),
         vec![("Attention".to_string(), 1), ("Cast".to_string(), 2)]
     );
-    let attn = opt
-        .graph
-        .node_ids()
-        .map(|id| opt.graph.node(id))
-        .find(|n| n.op_type == "Attention")
-        .unwrap();
+    let attn = attention_node(&opt);
     assert_eq!(attn.domain, "com.microsoft");
     assert_eq!(attn.attr_int("num_heads"), Some(HEADS));
     assert_eq!(attn.attr_float("scale"), Some(0.5));
@@ -370,12 +382,7 @@ fn attention_without_mask_and_with_div_scale() {
         ops(&opt),
         vec![("Attention".to_string(), 1), ("Identity".to_string(), 1)]
     );
-    let attn = opt
-        .graph
-        .node_ids()
-        .map(|id| opt.graph.node(id))
-        .find(|n| n.op_type == "Attention")
-        .unwrap();
+    let attn = attention_node(&opt);
     assert_eq!(attn.inputs.len(), 3);
     assert_eq!(attn.attr_float("scale"), Some(0.5));
     assert!(parity(&m, &opt, &[("batch", 2), ("seq", 3)]).max_abs_diff <= TOL);
@@ -499,7 +506,6 @@ fn bert_tiny_at_fixed_dims_fuses_both_attention_blocks() {
     let (opt, _) = fuse(&m);
     assert_eq!(count(&opt, "Attention"), 2);
     assert_eq!(count(&opt, "Softmax"), 0);
-    let limits = Limits::default();
     let mut inputs = HashMap::new();
     let ids: Vec<i64> = (0..16).map(|i| (i * 37) % 1000).collect();
     let ids = Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[2, 8]), ids).unwrap());
@@ -511,9 +517,7 @@ fn bert_tiny_at_fixed_dims_fuses_both_attention_blocks() {
         (if i[0] == 0 { i[1] >= 3 } else { i[1] < 5 }) as i64
     }));
     inputs.insert("attention_mask".to_string(), mask);
-    let ra = Executor::new(&m, &limits).unwrap().run(&inputs).unwrap();
-    let rb = Executor::new(&opt, &limits).unwrap().run(&inputs).unwrap();
-    let d = compare(&ra, &rb, 0.0).max_abs_diff;
+    let d = outputs_diff(&m, &opt, &inputs);
     assert!(d <= 1e-4, "{d}");
 }
 
@@ -536,7 +540,6 @@ fn gpt2_tiny_fuses_causal_attention_with_dynamic_dims() {
         assert_eq!(a.inputs.len(), 4, "the padding mask is an input");
     }
     assert!(trace.rejected.iter().all(|r| r.rule != "attention"));
-    let limits = Limits::default();
     for (batch, seq) in [(2usize, 5usize), (1, 1)] {
         let mut inputs = HashMap::new();
         let ids = ArrayD::from_shape_fn(IxDyn(&[batch, seq]), |i| {
@@ -552,9 +555,7 @@ fn gpt2_tiny_fuses_causal_attention_with_dynamic_dims() {
             }) as i64
         });
         inputs.insert("attention_mask".to_string(), Tensor::I64(mask));
-        let ra = Executor::new(&m, &limits).unwrap().run(&inputs).unwrap();
-        let rb = Executor::new(&opt, &limits).unwrap().run(&inputs).unwrap();
-        let d = compare(&ra, &rb, 0.0).max_abs_diff;
+        let d = outputs_diff(&m, &opt, &inputs);
         assert!(d <= 1e-4, "{batch}x{seq}: {d}");
     }
 }
@@ -571,12 +572,7 @@ fn attention_fuses_a_causal_padding_mask() {
         ops(&opt),
         vec![("Attention".to_string(), 1), ("Cast".to_string(), 2)]
     );
-    let attn = opt
-        .graph
-        .node_ids()
-        .map(|id| opt.graph.node(id))
-        .find(|n| n.op_type == "Attention")
-        .unwrap();
+    let attn = attention_node(&opt);
     assert_eq!(attn.attr_int("unidirectional"), Some(1));
     // Row 0: the first query's only key is padded (a fully masked row).
     let d = diff_with_mask(&m, &opt, 2, 4, &[0, 1, 1, 1, 1, 1, 0, 0]);

@@ -442,31 +442,34 @@ fn int32_mask(
     let shape = g.value(a).ty.shape.clone();
     let mut src = a;
     if g.value(a).ty.dtype != Some(DType::BOOL) {
-        let name = g.fresh_name(&format!("{base}_mask_bool"));
-        let ty = TensorType {
-            dtype: Some(DType::BOOL),
-            shape: shape.clone(),
-        };
-        let bool_v = patch.new_value(&name, ty);
-        let mut cast = Node::new("Cast", "");
-        cast.name = fresh_node_name(g, &name);
-        cast.inputs = vec![Some(a)];
-        cast.outputs = vec![Some(bool_v)];
-        cast.set_attr(attr::int("to", DType::BOOL.0 as i64));
-        patch.add.push(cast);
-        src = bool_v;
+        let name = format!("{base}_mask_bool");
+        src = cast(g, patch, a, DType::BOOL, shape.clone(), &name);
     }
-    let name = g.fresh_name(&format!("{base}_mask_int32"));
+    let name = format!("{base}_mask_int32");
+    Ok(cast(g, patch, src, DType::I32, shape, &name))
+}
+
+/// Adds `Cast(x, to)` to the patch (x may be a value the patch adds, so its shape is given);
+/// returns the output, named from `base`.
+fn cast(
+    g: &crate::ir::Graph,
+    patch: &mut Patch,
+    x: ValueId,
+    to: DType,
+    shape: Option<Vec<Dim>>,
+    base: &str,
+) -> ValueId {
+    let name = g.fresh_name(base);
     let ty = TensorType {
-        dtype: Some(DType::I32),
+        dtype: Some(to),
         shape,
     };
-    let int_v = patch.new_value(&name, ty);
-    let mut cast = Node::new("Cast", "");
-    cast.name = fresh_node_name(g, &name);
-    cast.inputs = vec![Some(src)];
-    cast.outputs = vec![Some(int_v)];
-    cast.set_attr(attr::int("to", DType::I32.0 as i64));
-    patch.add.push(cast);
-    Ok(int_v)
+    let out = patch.new_value(&name, ty);
+    let mut node = Node::new("Cast", "");
+    node.name = fresh_node_name(g, &name);
+    node.inputs = vec![Some(x)];
+    node.outputs = vec![Some(out)];
+    node.set_attr(attr::int("to", to.0 as i64));
+    patch.add.push(node);
+    out
 }
