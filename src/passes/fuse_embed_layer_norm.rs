@@ -295,7 +295,10 @@ fn prove_positions(
         Some([end]) if end == seq => Ok(()),
         e => Err(format!(
             "Slice '{label}' ends at {}, not provably input_ids' sequence dim {seq}",
-            e.map_or("an unknown value".to_string(), |e| format!("{e:?}"))
+            e.map_or("an unknown value".to_string(), |e| {
+                let dims: Vec<String> = e.iter().map(|d| d.to_string()).collect();
+                format!("[{}]", dims.join(", "))
+            })
         )),
     }
 }
@@ -308,13 +311,13 @@ fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String
     for &v in tree.leaves.iter().chain(tree.adds.iter().map(|(_, v)| v)) {
         sole_consumer(g, v)?;
     }
-    require_f32(g, x)?;
     let mut hidden = None;
     let lookups: Vec<Lookup> = tree
         .leaves
         .iter()
         .map(|&v| lookup(model, v, &mut hidden))
         .collect::<Result<_, _>>()?;
+    require_f32(g, x)?;
     let h = hidden.ok_or("no embedding table")? as i64;
 
     // The LayerNormalization.
