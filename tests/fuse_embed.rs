@@ -274,17 +274,22 @@ fn int32_ids_need_no_cast_and_a_missing_beta_becomes_zeros() {
 }
 
 #[test]
-fn fuses_constant_position_indices() {
+fn fuses_constant_position_indices_and_folded_position_rows() {
     let mut s = spec(Form::WordSegment);
     s.const_positions = true;
     let m = embed_model(&s);
-    let (opt, _) = fuse(&m, RULES);
-    assert_eq!(
-        ops(&opt),
-        counts(&[("Cast", 2), ("EmbedLayerNormalization", 1)])
-    );
-    let p = parity(&m, &opt, &[("batch", 2)]);
-    assert!(p.max_abs_diff <= TOL, "{}", p.max_abs_diff);
+    // Without const_fold the position Gather reads constant indices 0..3; with the whole pipeline
+    // it is folded into a constant [1, 3, H] whose rows become the position table.
+    for rules in [RULES, &[]] {
+        let (opt, _) = fuse(&m, rules);
+        assert_eq!(
+            ops(&opt),
+            counts(&[("Cast", 2), ("EmbedLayerNormalization", 1)]),
+            "rules {rules:?}"
+        );
+        let p = parity(&m, &opt, &[("batch", 2)]);
+        assert!(p.max_abs_diff <= TOL, "{}", p.max_abs_diff);
+    }
 }
 
 fn run_at(m: &Model, batch: usize, seq: usize) -> Result<(), String> {

@@ -33,7 +33,9 @@
 //! position indices are proven to be 0..S-1 broadcast over the batch, S being input_ids' dim 1:
 //! either a constant [1, S] or [S] holding 0..S-1, or a Slice of a constant [1, N] or [N] buffer
 //! holding exactly 0..N-1, on its last axis, from 0 with step 1, to an end that is statically
-//! input_ids' dim 1.
+//! input_ids' dim 1. In a static graph constant folding may have gathered the positions already:
+//! a summed f32 constant of shape [1, S, H] or [S, H], S being input_ids' (known) dim 1, is then
+//! the position term, and its rows become the position table (token `s` adds row `s` in both).
 //!
 //! Sequences longer than the tables. With the Slice form the original slices min(S, N) positions;
 //! for S > N its Add would then fail to broadcast, except for a 1-row buffer, whose single position
@@ -51,7 +53,7 @@
 //! (onnxruntime's kernel rejects them too); tokenizers never produce them.
 
 use crate::ir::model::MS_DOMAIN;
-use crate::ir::shape_value::{constant_ints, int_elements};
+use crate::ir::shape_value::{constant_ints, constant_tensor, int_elements};
 use crate::ir::types::{Dim, TensorType};
 use crate::ir::{Graph, Model, Node, NodeId, ValueId};
 use crate::passes::matchers::{
@@ -93,6 +95,8 @@ struct SumTree {
     adds: Vec<(NodeId, ValueId)>,
     /// The summed Gather outputs.
     leaves: Vec<ValueId>,
+    /// A summed constant: position rows already gathered (constant folding of a static graph).
+    folded: Option<ValueId>,
 }
 
 fn binary_inputs(n: &Node) -> Option<[ValueId; 2]> {
@@ -114,10 +118,25 @@ fn sum_of_gathers(g: &Graph, x: ValueId) -> Option<SumTree> {
             None => leaves.push(v),
         }
     }
-    leaves
+    let (consts, leaves): (Vec<ValueId>, Vec<ValueId>) = leaves
+        .into_iter()
+        .partition(|&v| g.producer(v).is_none_or(|p| g.node(p).is("Constant")));
+    let all_gathers = leaves
         .iter()
-        .all(|&v| produced_by(g, v, "Gather").is_some())
-        .then_some(SumTree { adds, leaves })
+        .all(|&v| produced_by(g, v, "Gather").is_some());
+    match consts[..] {
+        [] if all_gathers => Some(SumTree {
+            adds,
+            leaves,
+            folded: None,
+        }),
+        [c] if all_gathers && constant_tensor(g, c).is_some() => Some(SumTree {
+            adds,
+            leaves,
+            folded: Some(c),
+        }),
+        _ => None,
+    }
 }
 
 /// One `Gather(table, indices)` leaf.
@@ -303,6 +322,53 @@ fn prove_positions(
     }
 }
 
+/// A constant summed term of shape [1, S, H] or [S, H] (S = `seq`, input_ids' dim 1): row `s` is
+/// added to every batch's token `s`, which is what EmbedLayerNormalization does with it as the
+/// position table and default positions. Returns the table value ([S, H]; a reshaped copy for
+/// [1, S, H]).
+fn folded_positions(
+    model: &Model,
+    c: ValueId,
+    seq: &Dim,
+    h: i64,
+    patch: &mut Patch,
+) -> Result<ValueId, String> {
+    let g = &model.graph;
+    let t = constant_value(model, c).ok_or("not a constant")?;
+    let Tensor::F32(a) = &t else {
+        return Err(format!(
+            "summed constant '{}' is {}; the fused op is f32 only",
+            g.name(c),
+            t.dtype()
+        ));
+    };
+    let rows = match a.shape() {
+        [1, n, k] | [n, k] if *k as i64 == h => *n,
+        s => {
+            return Err(format!(
+                "summed constant '{}' has shape {s:?}, not [1, S, {h}] (positions)",
+                g.name(c)
+            ))
+        }
+    };
+    if *seq != Dim::Known(rows as i64) {
+        return Err(format!(
+            "summed constant '{}' has {rows} position rows, input_ids' sequence dim is {seq}",
+            g.name(c)
+        ));
+    }
+    if a.ndim() == 2 {
+        return Ok(c);
+    }
+    let table = Tensor::F32(
+        a.to_shape(ndarray::IxDyn(&[rows, h as usize]))
+            .map_err(|e| e.to_string())?
+            .to_owned(),
+    );
+    let name = g.fresh_name(&format!("{}_rows", g.name(c)));
+    Ok(patch.new_initializer(&name, crate::onnx::tensor::from_tensor(&name, &table)))
+}
+
 fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String> {
     let g = &model.graph;
     let ln = g.node(ln_id);
@@ -354,13 +420,13 @@ fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String
     let (pos, ids): (Vec<&Lookup>, Vec<&Lookup>) = lookups
         .iter()
         .partition(|l| is_position_source(model, l.indices));
-    let [pos] = pos[..] else {
+    let n_pos = pos.len() + usize::from(tree.folded.is_some());
+    if n_pos != 1 {
         return Err(format!(
-            "{} of the summed Gathers read constant or sliced indices; an embedding sum has one \
-             (the positions)",
-            pos.len()
+            "{n_pos} of the summed terms are constant, or Gathers of constant or sliced indices; \
+             an embedding sum has one (the positions)"
         ));
-    };
+    }
     let (word, segment) = match ids[..] {
         [w] => (w, None),
         [a, b] if b.rows > a.rows => (b, Some(a)),
@@ -379,13 +445,20 @@ fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String
             ));
         }
     }
-    prove_positions(model, pos.indices, &id_shape[1], pos.rows)?;
-
-    // The patch.
     let mut patch = Patch {
         opsets: vec![(MS_DOMAIN.to_string(), 1)],
         ..Default::default()
     };
+    let pos_table = match (pos.first(), tree.folded) {
+        (Some(pos), _) => {
+            prove_positions(model, pos.indices, &id_shape[1], pos.rows)?;
+            pos.table
+        }
+        (None, Some(c)) => folded_positions(model, c, &id_shape[1], h, &mut patch)?,
+        (None, None) => return Err("no position term".into()),
+    };
+
+    // The patch.
     let mut casts: Vec<(ValueId, ValueId)> = Vec::new();
     let mut as_int32 = |patch: &mut Patch, v: ValueId| -> ValueId {
         if g.value(v).ty.dtype == Some(DType::I32) {
@@ -431,7 +504,7 @@ fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String
         Some(ids32),
         seg32,
         Some(word.table),
-        Some(pos.table),
+        Some(pos_table),
         segment.map(|s| s.table),
         Some(gamma),
         Some(beta),
