@@ -284,7 +284,7 @@ fn wrong_types_are_errors() {
     c.ids = i64s(&[B, S], &[4, 0, 2, 1, 1, 3]);
     assert!(err(&c, &node(2, &[])).contains("input_ids must be int32, got int64"));
     let mut c = case();
-    c.word = f64s(&[V, H], &vec![0.5; V * H]);
+    c.word = f64s(&[V, H], &[0.5; V * H]);
     assert!(err(&c, &node(2, &[])).contains("word_embedding must be float32, got float64"));
     let mut c = case();
     c.gamma = f64s(&[H], &[1.0; H]);
