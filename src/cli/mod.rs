@@ -52,7 +52,7 @@ enum Command {
         #[arg(long)]
         report: Option<PathBuf>,
         /// Comma-separated rules to run (default: all). Cleanup: dce, identity, const_fold,
-        /// shape_fold, reshape_target, reshape_noop, cse, gemm_to_matmul. Fusions: add_eyelike, layer_norm,
+        /// shape_fold, reshape_target, reshape_noop, cse, gemm_to_matmul. Fusions: add_eyelike, layer_norm, embed_layer_norm,
         /// skip_layer_norm, gelu, bias_gelu, fast_gelu.
         #[arg(long, value_delimiter = ',')]
         rules: Vec<String>,
