@@ -594,8 +594,29 @@ fn infer_ms_node(g: &Graph, node: &Node) -> Vec<TensorType> {
                 }],
             )
         }
+        "EmbedLayerNormalization" => fit(node, embed_layer_norm_types(g, node, &x)),
         _ => vec![TensorType::default(); node.outputs.len()],
     }
+}
+
+/// com.microsoft EmbedLayerNormalization: output and embedding_sum are [B, S, H] of the word
+/// table's type (H its dim 1), mask_index int32 [B]; `ids` is input_ids' type, [B, S].
+fn embed_layer_norm_types(g: &Graph, node: &Node, ids: &TensorType) -> Vec<TensorType> {
+    let table = node.input(2).map(|v| &g.value(v).ty);
+    let ids_dims = ids.shape.as_ref().filter(|s| s.len() == 2);
+    let hidden = table
+        .and_then(|t| t.shape.as_ref())
+        .filter(|s| s.len() == 2)
+        .map(|s| s[1].clone());
+    let out = TensorType {
+        dtype: table.and_then(|t| t.dtype),
+        shape: ids_dims.map(|s| vec![s[0].clone(), s[1].clone(), hidden.unwrap_or(Dim::Unknown)]),
+    };
+    let mask_index = TensorType {
+        dtype: Some(DType::I32),
+        shape: ids_dims.map(|s| vec![s[0].clone()]),
+    };
+    vec![out.clone(), mask_index, out]
 }
 
 /// One type per output slot of `node`: `types` cut or padded (with unknowns) to fit.

@@ -8,6 +8,7 @@ pub mod fold_shapes;
 pub mod fuse_add_eyelike;
 pub mod fuse_attention;
 pub mod fuse_bias_gelu;
+pub mod fuse_embed_layer_norm;
 pub mod fuse_fast_gelu;
 pub mod fuse_gelu;
 pub mod fuse_layer_norm;
@@ -34,10 +35,12 @@ pub const CLEANUP_RULES: &[&str] = &[
 ];
 
 /// Fusion rules, run after the cleanup rules in each sweep (layer_norm before skip_layer_norm,
-/// gelu before bias_gelu: the later rule works on the earlier one's output).
+/// gelu before bias_gelu: the later rule works on the earlier one's output; embed_layer_norm
+/// before skip_layer_norm, which would otherwise take a batch-1 embedding sum as a residual).
 pub const FUSION_RULES: &[&str] = &[
     "add_eyelike",
     "layer_norm",
+    "embed_layer_norm",
     "skip_layer_norm",
     "gelu",
     "bias_gelu",
@@ -75,6 +78,7 @@ pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
         "add_eyelike" => Box::new(fuse_add_eyelike::FuseAddEyeLike),
         "layer_norm" => Box::new(fuse_layer_norm::FuseLayerNorm),
         "skip_layer_norm" => Box::new(fuse_skip_layer_norm::FuseSkipLayerNorm),
+        "embed_layer_norm" => Box::new(fuse_embed_layer_norm::FuseEmbedLayerNorm),
         "gelu" => Box::new(fuse_gelu::FuseGelu),
         "bias_gelu" => Box::new(fuse_bias_gelu::FuseBiasGelu),
         "fast_gelu" => Box::new(fuse_fast_gelu::FuseFastGelu),

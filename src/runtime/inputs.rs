@@ -47,30 +47,50 @@ pub fn concrete_shape(shape: &[Dim], dims: &HashMap<String, usize>) -> Vec<usize
         .collect()
 }
 
-/// Exclusive upper bound for random integers in `id`: 8, or less where `id` is the indices of a
-/// Gather whose data axis has a smaller static size (a BERT token-type table has 2 rows).
+/// Exclusive upper bound for random integers in `id`: 8, or less where `id` (directly or through
+/// a Cast) is the indices of a Gather whose data axis has a smaller static size (a BERT token-type
+/// table has 2 rows), or the ids of a com.microsoft EmbedLayerNormalization table.
 fn int_bound(model: &Model, id: crate::ir::ValueId) -> u64 {
     let g = &model.graph;
-    let mut bound = 8u64;
+    let mut readers: Vec<_> = g.consumers(id).iter().map(|&n| (n, id)).collect();
     for &n in g.consumers(id) {
         let node = g.node(n);
-        if !(node.is_onnx_domain() && node.op_type == "Gather" && node.input(1) == Some(id)) {
-            continue;
-        }
-        let Some(data) = node.input(0) else { continue };
-        let Some(dims) = g.value(data).ty.static_shape() else {
-            continue;
-        };
-        let r = dims.len() as i64;
-        let axis = node.attr_int("axis").unwrap_or(0);
-        let axis = if axis < 0 { axis + r } else { axis };
-        if let Some(&d) = usize::try_from(axis).ok().and_then(|a| dims.get(a)) {
-            if d > 0 {
-                bound = bound.min(d as u64);
+        if node.is_onnx_domain() && node.op_type == "Cast" {
+            if let Some(out) = node.output(0) {
+                readers.extend(g.consumers(out).iter().map(|&c| (c, out)));
             }
         }
     }
-    bound
+    readers
+        .into_iter()
+        .filter_map(|(n, v)| index_rows(g, g.node(n), v))
+        .filter(|&d| d > 0)
+        .fold(8, u64::min)
+}
+
+/// The number of rows `v` indexes when `node` reads it as indices.
+fn index_rows(g: &crate::ir::Graph, node: &crate::ir::Node, v: crate::ir::ValueId) -> Option<u64> {
+    let (data, axis) = if node.is_onnx_domain() && node.op_type == "Gather" {
+        (node.input(1) == Some(v)).then_some(())?;
+        (node.input(0)?, node.attr_int("axis").unwrap_or(0))
+    } else if node.domain == crate::ir::model::MS_DOMAIN
+        && node.op_type == "EmbedLayerNormalization"
+    {
+        // input_ids → word_embedding, segment_ids → segment_embedding, position_ids →
+        // position_embedding.
+        let slot = node.inputs.iter().position(|&i| i == Some(v))?;
+        let table = [(0, 2), (1, 4), (8, 3)].iter().find(|p| p.0 == slot)?.1;
+        (node.input(table)?, 0)
+    } else {
+        return None;
+    };
+    let dims = g.value(data).ty.static_shape()?;
+    let r = dims.len() as i64;
+    let axis = if axis < 0 { axis + r } else { axis };
+    usize::try_from(axis)
+        .ok()
+        .and_then(|a| dims.get(a))
+        .map(|&d| d as u64)
 }
 
 /// Random values for every graph input that has no initializer and is not in `given`.
@@ -155,5 +175,47 @@ mod tests {
         let other = got["O"].to_i64_vec().unwrap();
         assert!(other.iter().all(|&v| (0..8).contains(&v)), "{other:?}");
         assert!(other.iter().any(|&v| v >= 2), "{other:?}");
+    }
+
+    #[test]
+    fn cast_ids_of_an_embed_layer_norm_stay_inside_its_tables() {
+        let mut b = GraphBuilder::new("g", 17);
+        b.import(crate::ir::model::MS_DOMAIN, 1);
+        let f32s = |b: &mut GraphBuilder, name: &str, shape: &[usize]| {
+            b.initializer(name, &Tensor::F32(ArrayD::zeros(IxDyn(shape))))
+        };
+        let (word, pos, seg) = (
+            f32s(&mut b, "w", &[5, 4]),
+            f32s(&mut b, "p", &[6, 4]),
+            f32s(&mut b, "s", &[2, 4]),
+        );
+        let (gamma, beta) = (f32s(&mut b, "g", &[4]), f32s(&mut b, "b", &[4]));
+        let ids = b.input("ids", DType::I64, dims(&[4, 16]));
+        let seg_ids = b.input("seg_ids", DType::I64, dims(&[4, 16]));
+        let to = vec![crate::ir::attr::int("to", 6)];
+        let ids32 = b.op("Cast", &[ids], to.clone());
+        let seg32 = b.op("Cast", &[seg_ids], to);
+        let ins = [ids32, seg32, word, pos, seg, gamma, beta].map(Some);
+        let y = b.node(
+            crate::ir::model::MS_DOMAIN,
+            "EmbedLayerNormalization",
+            &ins,
+            1,
+            vec![],
+        );
+        b.output(y[0], "Y");
+        let m = b.build();
+        let lim = Limits::default();
+        let got = random_inputs(&m, &HashMap::new(), &HashMap::new(), 0, &lim).unwrap();
+        let ids = got["ids"].to_i64_vec().unwrap();
+        assert!(
+            ids.iter().all(|&v| (0..5).contains(&v)) && ids.contains(&4),
+            "{ids:?}"
+        );
+        let seg = got["seg_ids"].to_i64_vec().unwrap();
+        assert!(
+            seg.iter().all(|&v| (0..2).contains(&v)) && seg.contains(&1),
+            "{seg:?}"
+        );
     }
 }

@@ -295,3 +295,89 @@ def test_attention(fuselab, tmp_path, mask, attrs):
     want = ort_run(m, feeds)
     got = fuselab_run(fuselab, m, feeds, tmp_path)
     compare(got, want, f"Attention {mask} {attrs}")
+# EmbedLayerNormalization
+
+I32 = TensorProto.INT32
+ELN_B, ELN_S, ELN_H, ELN_V, ELN_P, ELN_G = 2, 5, 16, 11, 7, 2
+
+
+def eln_case(segment: bool, mask: bool, position_ids, outs):
+    """A one-node EmbedLayerNormalization model and seeded feeds (ids inside their tables)."""
+    rng = np.random.default_rng(12)
+    b, s, h = ELN_B, ELN_S, ELN_H
+    feeds = {
+        "input_ids": rng.integers(0, ELN_V, (b, s)).astype(np.int32),
+        "word_embedding": rng.standard_normal((ELN_V, h)).astype(np.float32),
+        "position_embedding": rng.standard_normal((ELN_P, h)).astype(np.float32),
+        "gamma": rng.standard_normal(h).astype(np.float32),
+        "beta": rng.standard_normal(h).astype(np.float32),
+    }
+    if segment:
+        feeds["segment_ids"] = rng.integers(0, ELN_G, (b, s)).astype(np.int32)
+        feeds["segment_embedding"] = rng.standard_normal((ELN_G, h)).astype(np.float32)
+    if mask:
+        # A right-padded row and a non-contiguous row with a 2 (counted as onnxruntime counts).
+        feeds["mask"] = np.array([[1, 1, 1, 0, 0], [1, 0, 2, 1, 1]], dtype=np.int32)
+    if position_ids is not None:
+        feeds["position_ids"] = np.asarray(position_ids, dtype=np.int32)
+    names = ["input_ids", "segment_ids", "word_embedding", "position_embedding",
+             "segment_embedding", "gamma", "beta", "mask", "position_ids"]
+    names = [n if n in feeds else "" for n in names]
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node("EmbedLayerNormalization", names, outs, domain=MS, epsilon=1e-5)
+    inputs = [(n, I32 if a.dtype == np.int32 else F32, a.shape) for n, a in feeds.items()]
+    types = {"output": F32, "mask_index": I32, "embedding_sum": F32}
+    m = model(node, inputs, [(o, types[o]) for o in outs if o], 14)
+    return m, feeds
+
+
+ELN_CASES = [
+    # (segment, mask, position_ids, outputs)
+    (True, False, None, ["output", "mask_index", "embedding_sum"]),
+    (False, False, None, ["output", "mask_index", "embedding_sum"]),
+    (True, True, None, ["output", "mask_index"]),
+    (True, False, [[6, 0, 3, 3, 1]], ["output", "mask_index", "embedding_sum"]),
+    (False, True, [[0, 1, 2, 3, 4], [6, 5, 4, 3, 2]], ["output", "mask_index", "embedding_sum"]),
+]
+
+
+def eln_id(c) -> str:
+    seg, mask, pids, outs = c
+    p = "no_pids" if pids is None else f"pids{np.asarray(pids).shape[0]}xS"
+    return f"{'seg' if seg else 'noseg'}_{'mask' if mask else 'nomask'}_{p}_{len(outs)}out"
+
+
+@pytest.mark.parametrize("case", ELN_CASES, ids=eln_id)
+def test_embed_layer_norm(fuselab, tmp_path, case):
+    m, feeds = eln_case(*case)
+    want = ort_run(m, feeds)
+    got = fuselab_run(fuselab, m, feeds, tmp_path)
+    compare(got, want, f"EmbedLayerNormalization {eln_id(case)}")
+    if case[1]:
+        assert got["mask_index"].tolist() == want["mask_index"].tolist() == [3, 3]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [("input_ids", 0, 1, ELN_V), ("input_ids", 1, 4, -1), ("segment_ids", 1, 0, ELN_G),
+     ("position_ids", 0, 2, ELN_P)],
+    ids=["word_id_past_table", "negative_word_id", "segment_id_past_table", "position_past_table"],
+)
+def test_embed_layer_norm_rejects_ids_outside_tables(fuselab, tmp_path, bad):
+    # onnxruntime fails ("input index out of range"); fuselab must fail too, naming the id.
+    name, b, s, value = bad
+    m, feeds = eln_case(True, False, [[0, 1, 2, 3, 4]] if name == "position_ids" else None,
+                        ["output", "mask_index"])
+    feeds[name][b, s] = value
+    with pytest.raises(Exception, match="out of range"):
+        ort_run(m, feeds)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    onnx.save(m, str(tmp_path / "model.onnx"))
+    args: list[str | Path] = ["run", tmp_path / "model.onnx", "--out", tmp_path / "out"]
+    for n, arr in feeds.items():
+        np.save(tmp_path / f"{n}.npy", arr)
+        args += ["--input", f"{n}={tmp_path / f'{n}.npy'}"]
+    r = fuselab(*args)
+    assert r.returncode != 0, r.describe()
+    assert f"{name}[{b}, {s}] = {value} is out of range" in r.stderr, r.describe()

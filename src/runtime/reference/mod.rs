@@ -8,6 +8,7 @@ mod broadcast;
 mod common;
 mod compare;
 mod elementwise;
+mod embed;
 mod eyelike;
 mod index_ops;
 mod matmul;
@@ -95,6 +96,11 @@ const KERNELS: &[(&str, &str, Kernel)] = &[
     (MS_DOMAIN, "Gelu", transformer::gelu),
     (MS_DOMAIN, "FastGelu", transformer::fast_gelu),
     (MS_DOMAIN, "BiasGelu", transformer::bias_gelu),
+    (
+        MS_DOMAIN,
+        "EmbedLayerNormalization",
+        embed::embed_layer_norm,
+    ),
     (MS_DOMAIN, "Attention", attention::attention),
 ];
 
@@ -131,7 +137,7 @@ mod tests {
         for &(d, op) in supported_ops() {
             assert!(lookup(d, op).is_some(), "{d}:{op}");
         }
-        assert_eq!(supported_ops().len(), 53);
+        assert_eq!(supported_ops().len(), 55);
         assert!(lookup("ai.onnx", "Add").is_some());
         assert!(lookup(FUSELAB_DOMAIN, "AddEyeLike").is_some());
         assert!(lookup("", "AddEyeLike").is_none());

@@ -114,7 +114,7 @@ fn required<'a, T: Real>(
 }
 
 /// The elements of `a` in row-major order, borrowed when `a` already is row-major.
-fn row_major<'a, T: Real>(op: &str, a: &'a ArrayD<T>) -> Result<Cow<'a, [T]>, String> {
+pub(super) fn row_major<'a, T: Real>(op: &str, a: &'a ArrayD<T>) -> Result<Cow<'a, [T]>, String> {
     match a.as_slice() {
         Some(s) => Ok(Cow::Borrowed(s)),
         None => {
@@ -152,7 +152,7 @@ fn param_row<'a, T: Real>(
 }
 
 /// A 1-D parameter of length `h` along the last dim (onnxruntime's gamma/beta/bias contract).
-fn vector_param<'a, T: Real>(
+pub(super) fn vector_param<'a, T: Real>(
     op: &str,
     what: &str,
     p: &'a ArrayD<T>,
@@ -169,7 +169,7 @@ fn vector_param<'a, T: Real>(
     }
 }
 
-fn shaped<T: Real>(op: &str, shape: &[usize], v: Vec<T>) -> Result<Tensor, String> {
+pub(super) fn shaped<T: Real>(op: &str, shape: &[usize], v: Vec<T>) -> Result<Tensor, String> {
     ArrayD::from_shape_vec(IxDyn(shape), v)
         .map(T::wrap)
         .map_err(|e| format!("{op}: {e}"))
@@ -177,7 +177,7 @@ fn shaped<T: Real>(op: &str, shape: &[usize], v: Vec<T>) -> Result<Tensor, Strin
 
 /// Which outputs the node asks for: output 0 always; others when the node names them. Returns
 /// the number of output slots to fill (the node's, at least 1), or an error past `max`.
-fn wanted(ctx: &KernelCtx, op: &str, max: usize) -> Result<(usize, Vec<bool>), String> {
+pub(super) fn wanted(ctx: &KernelCtx, op: &str, max: usize) -> Result<(usize, Vec<bool>), String> {
     let n = ctx.node.outputs.len().max(1);
     if n > max {
         return Err(format!(
@@ -189,7 +189,7 @@ fn wanted(ctx: &KernelCtx, op: &str, max: usize) -> Result<(usize, Vec<bool>), S
     Ok((n, want))
 }
 
-fn placeholder(t: DType) -> Tensor {
+pub(super) fn placeholder(t: DType) -> Tensor {
     match t.0 {
         dt::DOUBLE => Tensor::F64(ArrayD::zeros(IxDyn(&[0]))),
         _ => Tensor::F32(ArrayD::zeros(IxDyn(&[0]))),
@@ -210,7 +210,7 @@ fn stats_tensor<A: Real>(op: &str, s: DType, shape: &[usize], v: Vec<A>) -> Resu
 /// Normalizes `row` in place: `(v - mean) / sqrt(var + eps) * gamma (+ beta)`, statistics in `A`.
 /// Returns (mean, 1 / sqrt(var + eps)). `row` is not empty.
 #[inline]
-fn normalize_row<T: Real, A: Real>(
+pub(super) fn normalize_row<T: Real, A: Real>(
     row: &mut [T],
     gamma: &[T],
     beta: Option<&[T]>,
