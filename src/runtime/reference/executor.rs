@@ -19,6 +19,23 @@ struct Step {
     free_after: Vec<ValueId>,
 }
 
+/// Hears about every node the executor runs: `before` just ahead of reading its inputs, `after`
+/// once its outputs are stored and the values it read last are dropped.
+pub trait StepObserver {
+    fn before(&mut self, node: NodeId);
+    fn after(&mut self, node: NodeId);
+}
+
+/// The observer `run` uses: does nothing, and compiles away.
+pub struct NoObserver;
+
+impl StepObserver for NoObserver {
+    #[inline(always)]
+    fn before(&mut self, _node: NodeId) {}
+    #[inline(always)]
+    fn after(&mut self, _node: NodeId) {}
+}
+
 pub struct Executor<'m> {
     model: &'m Model,
     steps: Vec<Step>,
@@ -118,6 +135,16 @@ impl<'m> Executor<'m> {
     /// Runs the graph. `inputs` by graph-input name; an input with an initializer may be omitted
     /// (its initializer is the default). Returns the graph outputs in order, by name.
     pub fn run(&self, inputs: &HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>> {
+        self.run_observed(inputs, &mut NoObserver)
+    }
+
+    /// `run`, telling `obs` when each node starts and ends (for profiling; the executor itself
+    /// never reads a clock, which wasm32-unknown-unknown does not have).
+    pub fn run_observed<O: StepObserver>(
+        &self,
+        inputs: &HashMap<String, Tensor>,
+        obs: &mut O,
+    ) -> Result<Vec<(String, Tensor)>> {
         let g = &self.model.graph;
         let mut slots: Vec<Slot> = (0..g.value_count()).map(|_| Slot::Empty).collect();
         for (i, c) in self.constants.iter().enumerate() {
@@ -152,6 +179,7 @@ impl<'m> Executor<'m> {
             });
         }
         for step in &self.steps {
+            obs.before(step.node);
             let node = g.node(step.node);
             let args: Vec<Option<&Tensor>> = node
                 .inputs
@@ -204,6 +232,7 @@ impl<'m> Executor<'m> {
                     slots[v.0 as usize] = Slot::Empty;
                 }
             }
+            obs.after(step.node);
         }
         // Outputs are moved out, not copied (a graph output listed twice is cloned once).
         let mut result = Vec::with_capacity(g.outputs.len());

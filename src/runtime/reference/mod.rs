@@ -141,6 +141,6 @@ mod tests {
 }
 
 pub mod executor;
-pub use executor::Executor;
+pub use executor::{Executor, NoObserver, StepObserver};
 /// The Constant kernel, also how passes and inference read Constant nodes' values.
 pub use shape_ops::constant;
