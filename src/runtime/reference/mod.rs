@@ -8,6 +8,7 @@ mod common;
 mod compare;
 mod elementwise;
 mod eyelike;
+mod fastmath;
 mod index_ops;
 mod matmul;
 mod reduce;
