@@ -145,3 +145,4 @@ pub mod executor;
 pub use executor::{Executor, NoObserver, StepObserver};
 /// The Constant kernel, also how passes and inference read Constant nodes' values.
 pub use shape_ops::constant;
+use shape_ops::{relabel, relabel_shape, RelabelShape};
