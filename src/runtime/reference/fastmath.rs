@@ -50,9 +50,9 @@ const TANH_SPLIT: f32 = 0.55;
 /// erf(x) / x as a polynomial in s = x^2 for |x| < 1: degree 6, fitted on s in [0, 1]
 /// (2e-7 relative in float32).
 const ERF_POLY: [f32; 7] = [
-    1.128_379_1,
+    std::f32::consts::FRAC_2_SQRT_PI,
     -0.376_126_26,
-    0.112_835_974,
+    0.112_835_97,
     -0.026_854_329,
     0.005_189_312,
     -0.000_801_885_5,
