@@ -165,6 +165,42 @@ fn bench_json_has_the_documented_fields() {
 }
 
 #[test]
+fn bench_profile_lists_time_per_op_type() {
+    let model = example();
+    let args = [
+        "bench",
+        s(&model),
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+        "--dim",
+        "N=16",
+    ];
+    let mut json_args = args.to_vec();
+    json_args.extend(["--json", "--profile"]);
+    let j: serde_json::Value = serde_json::from_str(&ok(&json_args)).unwrap();
+    let rows = j["profile"].as_array().expect("profile rows");
+    // The optimized example is one AddEyeLike node.
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["op"], "ai.fuselab:AddEyeLike");
+    assert_eq!(rows[0]["nodes"], 1);
+    assert!(rows[0]["ms_per_run"].as_f64().unwrap() >= 0.0);
+    assert!((rows[0]["share"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    // Without --profile there is no profile field; the text form prints the table.
+    let j: serde_json::Value =
+        serde_json::from_str(&ok(&[&args[..], &["--json"]].concat())).unwrap();
+    assert!(j.get("profile").is_none());
+    let mut text_args = args.to_vec();
+    text_args.push("--profile");
+    let text = ok(&text_args);
+    assert!(
+        text.contains("profile of the optimized graph") && text.contains("AddEyeLike"),
+        "{text}"
+    );
+}
+
+#[test]
 fn every_subcommand_has_help() {
     for sub in ["inspect", "optimize", "run", "bench"] {
         let out = ok(&[sub, "--help"]);

@@ -4,15 +4,18 @@
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Serialize;
 
 use super::{load, ms, RunArgs};
+use crate::ir::model::display_domain;
+use crate::ir::{Model, NodeId};
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::parity::compare;
-use crate::runtime::reference::Executor;
+use crate::runtime::reference::{Executor, StepObserver};
+use crate::tensor::Tensor;
 use crate::{passes, Result};
 
 #[derive(Args)]
@@ -30,6 +33,10 @@ pub(crate) struct BenchArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Also time every node of the optimized graph (in `--runs` further runs, after the timed
+    /// ones) and print the time per op type, most expensive first.
+    #[arg(long)]
+    profile: bool,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -50,7 +57,79 @@ struct BenchReport {
     max_abs_diff: f64,
     nodes_before: usize,
     nodes_after: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<Vec<OpProfile>>,
 }
+
+/// Time spent in the nodes of one op type, per run of the graph.
+#[derive(Serialize)]
+struct OpProfile {
+    /// `op_type`, or `domain:op_type` outside the default ONNX domain.
+    op: String,
+    nodes: usize,
+    /// Summed over the op's nodes, mean over the profiled runs.
+    ms_per_run: f64,
+    /// Of the time in all nodes.
+    share: f64,
+}
+
+/// Accumulates wall time per node (indexed by `NodeId`).
+struct NodeTimer {
+    start: Option<Instant>,
+    total: Vec<Duration>,
+}
+
+impl StepObserver for NodeTimer {
+    fn before(&mut self, _node: NodeId) {
+        self.start = Some(Instant::now());
+    }
+    fn after(&mut self, node: NodeId) {
+        if let Some(t) = self.start.take() {
+            self.total[node.0 as usize] += t.elapsed();
+        }
+    }
+}
+
+/// Runs `ex` `runs` times under a `NodeTimer` and sums the time per op type, most expensive first.
+fn profile(model: &Model, ex: &Executor, inputs: &Inputs, runs: usize) -> Result<Vec<OpProfile>> {
+    let g = &model.graph;
+    let mut timer = NodeTimer {
+        start: None,
+        total: vec![Duration::ZERO; g.node_ids().map(|i| i.0 as usize + 1).max().unwrap_or(0)],
+    };
+    for _ in 0..runs {
+        std::hint::black_box(ex.run_observed(inputs, &mut timer)?);
+    }
+    let mut by_op: HashMap<String, (usize, Duration)> = HashMap::new();
+    for id in g.node_ids() {
+        let n = g.node(id);
+        let op = match display_domain(&n.domain) {
+            "ai.onnx" => n.op_type.clone(),
+            d => format!("{d}:{}", n.op_type),
+        };
+        let e = by_op.entry(op).or_default();
+        e.0 += 1;
+        e.1 += timer.total[id.0 as usize];
+    }
+    let all: f64 = by_op.values().map(|(_, d)| d.as_secs_f64()).sum();
+    let mut rows: Vec<OpProfile> = by_op
+        .into_iter()
+        .map(|(op, (nodes, d))| OpProfile {
+            op,
+            nodes,
+            ms_per_run: d.as_secs_f64() * 1e3 / runs.max(1) as f64,
+            share: if all > 0.0 {
+                d.as_secs_f64() / all
+            } else {
+                0.0
+            },
+        })
+        .collect();
+    rows.sort_by(|a, b| b.ms_per_run.total_cmp(&a.ms_per_run).then(a.op.cmp(&b.op)));
+    Ok(rows)
+}
+
+type Inputs = HashMap<String, Tensor>;
 
 fn timing(mut v: Vec<f64>) -> Timing {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -112,6 +191,11 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
         eprintln!();
     }
     let (a, b) = (timing(ta), timing(tb));
+    let prof = if args.profile {
+        Some(profile(&optimized, &ex_b, &inputs, args.runs)?)
+    } else {
+        None
+    };
     let rep = BenchReport {
         backend: "reference",
         runs: args.runs,
@@ -121,6 +205,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
         max_abs_diff: diff,
         nodes_before: original.graph.node_count(),
         nodes_after: optimized.graph.node_count(),
+        profile: prof,
     };
     if args.json {
         println!(
@@ -141,6 +226,26 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
             rep.speedup,
             rep.max_abs_diff
         );
+        if let Some(rows) = &rep.profile {
+            let total: f64 = rows.iter().map(|r| r.ms_per_run).sum();
+            println!(
+                "  profile of the optimized graph ({} runs; {:.4} ms per run in nodes, timer included):",
+                rep.runs, total
+            );
+            println!(
+                "    {:<40} {:>5} {:>10} {:>6}",
+                "op", "nodes", "ms/run", "share"
+            );
+            for r in rows {
+                println!(
+                    "    {:<40} {:>5} {:>10.4} {:>5.1}%",
+                    r.op,
+                    r.nodes,
+                    r.ms_per_run,
+                    r.share * 100.0
+                );
+            }
+        }
     }
     Ok(0)
 }

@@ -6,6 +6,7 @@ use ndarray::ArrayD;
 
 use super::broadcast::binary_map;
 use super::common::{input, type_mismatch, unsupported_type, Num};
+use super::fastmath;
 use super::{KernelCtx, KernelResult};
 use crate::tensor::Tensor;
 
@@ -202,14 +203,17 @@ pub fn pow(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     Ok(vec![out])
 }
 
-/// Float-only unary ops (spec `T`: float types).
+/// Float-only unary ops (spec `T`: float types). The second form gives float32 its own body.
 macro_rules! float_unary {
     ($fname:ident, $name:literal, |$x:ident| $body:expr) => {
+        float_unary!($fname, $name, f32 | $x | $body, f64 | $x | $body);
+    };
+    ($fname:ident, $name:literal, f32 |$x:ident| $body32:expr, f64 |$y:ident| $body64:expr) => {
         pub fn $fname(_ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             let t = input($name, inputs, 0)?;
             Ok(vec![match t {
-                Tensor::F32(a) => Tensor::F32(a.mapv(|$x: f32| $body)),
-                Tensor::F64(a) => Tensor::F64(a.mapv(|$x: f64| $body)),
+                Tensor::F32(a) => Tensor::F32(a.mapv(|$x: f32| $body32)),
+                Tensor::F64(a) => Tensor::F64(a.mapv(|$y: f64| $body64)),
                 other => return Err(unsupported_type($name, other.dtype())),
             }])
         }
@@ -235,10 +239,22 @@ macro_rules! num_unary {
 float_unary!(sqrt, "Sqrt", |x| x.sqrt());
 float_unary!(exp, "Exp", |x| x.exp());
 float_unary!(log, "Log", |x| x.ln());
-float_unary!(tanh, "Tanh", |x| x.tanh());
+// float32 tanh and erf: the branch-free fastmath forms (3e-7 relative, 2e-7 absolute for erf),
+// several times faster than libm's tanhf and the float64 erf series.
+float_unary!(
+    tanh,
+    "Tanh",
+    f32 | x | fastmath::tanh(x),
+    f64 | x | x.tanh()
+);
 // exp(-x) overflows to +inf for very negative x, which still gives the right limit 0.
 float_unary!(sigmoid, "Sigmoid", |x| 1.0 / (1.0 + (-x).exp()));
-float_unary!(erf, "Erf", |x| Erf::onnx_erf(x));
+float_unary!(
+    erf,
+    "Erf",
+    f32 | x | fastmath::erf(x),
+    f64 | x | Erf::onnx_erf(x)
+);
 
 num_unary!(abs, "Abs", float | x | x.abs(), int | v | v.wrapping_abs());
 num_unary!(neg, "Neg", float | x | -x, int | v | v.wrapping_neg());

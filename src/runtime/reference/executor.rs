@@ -7,7 +7,7 @@ use crate::ir::model::display_domain;
 use crate::ir::{Dim, Model, NodeId, ValueId};
 use crate::limits::Limits;
 use crate::onnx::tensor::to_tensor;
-use crate::runtime::reference::{lookup, Kernel, KernelCtx};
+use crate::runtime::reference::{lookup, relabel, relabel_shape, Kernel, KernelCtx, RelabelShape};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
@@ -17,6 +17,28 @@ struct Step {
     opset: i64,
     /// Values whose last reader is this step: dropped right after it.
     free_after: Vec<ValueId>,
+    /// For ops that only relabel input 0's shape (Reshape, Squeeze, ...): how to compute the
+    /// output shape. Set only when this step is input 0's last reader, reads it once and it is
+    /// not a graph output; then the executor moves the tensor instead of copying it, provided it
+    /// owns it (a caller's input or an initializer is only borrowed and takes the kernel).
+    relabel: Option<RelabelShape>,
+}
+
+/// Hears about every node the executor runs: `before` just ahead of reading its inputs, `after`
+/// once its outputs are stored and the values it read last are dropped.
+pub trait StepObserver {
+    fn before(&mut self, node: NodeId);
+    fn after(&mut self, node: NodeId);
+}
+
+/// The observer `run` uses: does nothing, and compiles away.
+pub struct NoObserver;
+
+impl StepObserver for NoObserver {
+    #[inline(always)]
+    fn before(&mut self, _node: NodeId) {}
+    #[inline(always)]
+    fn after(&mut self, _node: NodeId) {}
 }
 
 pub struct Executor<'m> {
@@ -90,6 +112,7 @@ impl<'m> Executor<'m> {
                 kernel,
                 opset: model.opset(&node.domain).unwrap_or(1),
                 free_after: Vec::new(),
+                relabel: None,
             });
         }
         let mut last_use: HashMap<ValueId, usize> = HashMap::new();
@@ -101,6 +124,11 @@ impl<'m> Executor<'m> {
         for (v, i) in last_use {
             if !g.is_graph_output(v) {
                 steps[i].free_after.push(v);
+                let node = g.node(steps[i].node);
+                let read_once = node.all_inputs().filter(|&u| u == v).count() == 1;
+                if node.inputs.first() == Some(&Some(v)) && read_once && node.domain.is_empty() {
+                    steps[i].relabel = relabel_shape(&node.op_type);
+                }
             }
         }
         let mut constants: Vec<Option<Tensor>> = (0..g.value_count()).map(|_| None).collect();
@@ -118,6 +146,16 @@ impl<'m> Executor<'m> {
     /// Runs the graph. `inputs` by graph-input name; an input with an initializer may be omitted
     /// (its initializer is the default). Returns the graph outputs in order, by name.
     pub fn run(&self, inputs: &HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>> {
+        self.run_observed(inputs, &mut NoObserver)
+    }
+
+    /// `run`, telling `obs` when each node starts and ends (for profiling; the executor itself
+    /// never reads a clock, which wasm32-unknown-unknown does not have).
+    pub fn run_observed<O: StepObserver>(
+        &self,
+        inputs: &HashMap<String, Tensor>,
+        obs: &mut O,
+    ) -> Result<Vec<(String, Tensor)>> {
         let g = &self.model.graph;
         let mut slots: Vec<Slot> = (0..g.value_count()).map(|_| Slot::Empty).collect();
         for (i, c) in self.constants.iter().enumerate() {
@@ -152,6 +190,7 @@ impl<'m> Executor<'m> {
             });
         }
         for step in &self.steps {
+            obs.before(step.node);
             let node = g.node(step.node);
             let args: Vec<Option<&Tensor>> = node
                 .inputs
@@ -178,11 +217,30 @@ impl<'m> Executor<'m> {
                 opset: step.opset,
                 limits: &self.limits,
             };
-            let outs = (step.kernel)(&ctx, &args).map_err(|message| Error::Kernel {
+            let kernel_err = |message| Error::Kernel {
                 op_type: node.op_type.clone(),
                 node: node.label(step.node),
                 message,
-            })?;
+            };
+            let movable = match (step.relabel, node.inputs.first()) {
+                (Some(shape_of), Some(&Some(v)))
+                    if matches!(slots[v.0 as usize], Slot::Owned(_)) =>
+                {
+                    Some((shape_of, v))
+                }
+                _ => None,
+            };
+            let outs = if let Some((shape_of, v)) = movable {
+                let shape = shape_of(&ctx, &args).map_err(kernel_err)?;
+                drop(args);
+                let Slot::Owned(t) = std::mem::replace(&mut slots[v.0 as usize], Slot::Empty)
+                else {
+                    unreachable!("checked to be Owned above")
+                };
+                vec![relabel(&node.op_type, t, &shape).map_err(kernel_err)?]
+            } else {
+                (step.kernel)(&ctx, &args).map_err(kernel_err)?
+            };
             if outs.len() < node.outputs.iter().flatten().count() {
                 return Err(Error::Kernel {
                     op_type: node.op_type.clone(),
@@ -204,6 +262,7 @@ impl<'m> Executor<'m> {
                     slots[v.0 as usize] = Slot::Empty;
                 }
             }
+            obs.after(step.node);
         }
         // Outputs are moved out, not copied (a graph output listed twice is cloned once).
         let mut result = Vec::with_capacity(g.outputs.len());
@@ -280,4 +339,105 @@ fn check_input<'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::builder::GraphBuilder;
+    use crate::ir::{attr, Dim};
+    use crate::tensor::DType;
+    use ndarray::{ArrayD, IxDyn};
+
+    fn f32s(shape: &[usize], v: &[f32]) -> Tensor {
+        Tensor::F32(ArrayD::from_shape_vec(IxDyn(shape), v.to_vec()).unwrap())
+    }
+
+    fn run(m: &Model, feeds: &[(&str, Tensor)]) -> Vec<(String, Tensor)> {
+        let inputs: HashMap<String, Tensor> = feeds
+            .iter()
+            .map(|(k, t)| (k.to_string(), t.clone()))
+            .collect();
+        Executor::new(m, &Limits::default())
+            .unwrap()
+            .run(&inputs)
+            .unwrap()
+    }
+
+    /// A value read by a Reshape and then by a later node keeps its data for that node: only the
+    /// last reader may take it.
+    #[test]
+    fn relabel_moves_only_at_the_last_reader() {
+        let mut b = GraphBuilder::new("g", 17);
+        let a = b.input("A", DType::F32, vec![Dim::Known(2), Dim::Known(3)]);
+        let x = b.op("Add", &[a, a], vec![]);
+        let shape = b.initializer("shape", &Tensor::from_i64s(&[3, 2]));
+        // x is read by the Reshape first, by the Mul after it: no move at the Reshape.
+        let r = b.op("Reshape", &[x, shape], vec![]);
+        let y = b.op("Mul", &[x, x], vec![]);
+        // x2 is read only by the Unsqueeze: moved there.
+        let x2 = b.op("Neg", &[y], vec![]);
+        let u = b.op("Unsqueeze", &[x2], vec![attr::ints("axes", &[0])]);
+        let u = b.op("Unsqueeze", &[u], vec![attr::ints("axes", &[0])]);
+        // The graph input A (borrowed) goes through Identity: copied, and A stays intact.
+        let i = b.op("Identity", &[a], vec![]);
+        let s = b.op("Sub", &[i, a], vec![]);
+        b.output(r, "R");
+        b.output(y, "Y");
+        b.output(u, "U");
+        b.output(s, "S");
+        let mut m = b.build();
+        // Squeeze/Unsqueeze at opset 11 take axes as an attribute.
+        m.proto.opset_import[0].version = 11;
+        let av = [1., 2., 3., 4., 5., 6.];
+        let out = run(&m, &[("A", f32s(&[2, 3], &av))]);
+        let two: Vec<f32> = av.iter().map(|v| 2.0 * v).collect();
+        let sq: Vec<f32> = two.iter().map(|v| v * v).collect();
+        let neg: Vec<f32> = sq.iter().map(|v| -v).collect();
+        assert_eq!(out[0], ("R".into(), f32s(&[3, 2], &two)));
+        assert_eq!(out[1], ("Y".into(), f32s(&[2, 3], &sq)));
+        assert_eq!(out[2], ("U".into(), f32s(&[1, 1, 2, 3], &neg)));
+        assert_eq!(out[3], ("S".into(), f32s(&[2, 3], &[0.; 6])));
+    }
+
+    /// A graph output that a Reshape also reads is still returned whole, and a Reshape reading
+    /// the same value twice (data and shape) is not moved.
+    #[test]
+    fn relabel_keeps_graph_outputs_and_values_read_twice() {
+        let mut b = GraphBuilder::new("g", 17);
+        let a = b.input("A", DType::F32, vec![Dim::Known(4)]);
+        let x = b.op("Add", &[a, a], vec![]);
+        let f = b.op("Flatten", &[x], vec![attr::int("axis", 0)]);
+        b.output(x, "X");
+        b.output(f, "F");
+        let k = b.input("K", DType::I64, vec![Dim::Known(1)]);
+        let k2 = b.op("Mul", &[k, k], vec![]);
+        let r = b.op("Reshape", &[k2, k2], vec![]);
+        b.output(r, "R");
+        let m = b.build();
+        let out = run(
+            &m,
+            &[
+                ("A", f32s(&[4], &[1., 2., 3., 4.])),
+                ("K", Tensor::from_i64s(&[1])),
+            ],
+        );
+        assert_eq!(out[0], ("X".into(), f32s(&[4], &[2., 4., 6., 8.])));
+        assert_eq!(out[1], ("F".into(), f32s(&[1, 4], &[2., 4., 6., 8.])));
+        assert_eq!(out[2], ("R".into(), Tensor::from_i64s(&[1])));
+    }
+
+    #[test]
+    fn relabel_reuses_a_row_major_buffer_and_copies_otherwise() {
+        let t = f32s(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
+        let p = t.as_f32().unwrap().as_ptr();
+        let r = relabel("Reshape", t, &[3, 2]).unwrap();
+        assert_eq!(r.as_f32().unwrap().as_ptr(), p);
+        assert_eq!(r, f32s(&[3, 2], &[1., 2., 3., 4., 5., 6.]));
+        // A transposed (column-major) array is read in row-major order of its logical shape.
+        let a = ArrayD::from_shape_vec(IxDyn(&[2, 3]), vec![1f32, 2., 3., 4., 5., 6.]).unwrap();
+        let r = relabel("Reshape", Tensor::F32(a.reversed_axes()), &[6]).unwrap();
+        assert_eq!(r, f32s(&[6], &[1., 4., 2., 5., 3., 6.]));
+        assert!(relabel("Reshape", f32s(&[2], &[1., 2.]), &[3]).is_err());
+    }
 }

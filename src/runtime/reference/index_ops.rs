@@ -296,6 +296,20 @@ pub fn expand(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 pub fn flatten(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "Flatten";
     let data = input(OP, inputs, 0)?;
+    let shape = flatten_shape(ctx, inputs)?;
+    Ok(vec![map_tensor!(data, a => a
+        .to_shape(IxDyn(&shape))
+        .map_err(|e| format!("{OP}: {e}"))?
+        .into_owned())])
+}
+
+/// Flatten's output shape: [product of dims before axis, product of the rest].
+pub(super) fn flatten_shape(
+    ctx: &KernelCtx,
+    inputs: &[Option<&Tensor>],
+) -> Result<Vec<usize>, String> {
+    const OP: &str = "Flatten";
+    let data = input(OP, inputs, 0)?;
     let dims = data.shape();
     let r = dims.len() as i64;
     let axis = ctx.node.attr_int("axis").unwrap_or(1);
@@ -306,14 +320,10 @@ pub fn flatten(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         ));
     }
     let axis = if axis < 0 { axis + r } else { axis } as usize;
-    let shape = [
+    Ok(vec![
         dims[..axis].iter().product::<usize>(),
         dims[axis..].iter().product::<usize>(),
-    ];
-    Ok(vec![map_tensor!(data, a => a
-        .to_shape(IxDyn(&shape))
-        .map_err(|e| format!("{OP}: {e}"))?
-        .into_owned())])
+    ])
 }
 
 /// Trilu (14): the upper (default) or lower triangle of the last two dims, diagonal offset `k`

@@ -11,11 +11,29 @@ use crate::tensor::Tensor;
 /// Element types with a matrix-product kernel: `y += alpha * a · b`.
 trait MatElem: Num {
     fn gemm_acc(alpha: f32, a: ArrayView2<Self>, b: ArrayView2<Self>, y: &mut ArrayViewMut2<Self>);
+    /// `y = a · b` for row-major `a` [m, k], `b` [k, n], `y` [m, n] (zeros on entry) by a kernel
+    /// tuned for small products; false when there is none for this type or machine (then the
+    /// caller uses `gemm_acc`).
+    fn small_product(
+        _a: &[Self],
+        _b: &[Self],
+        _y: &mut [Self],
+        _m: usize,
+        _k: usize,
+        _n: usize,
+    ) -> bool {
+        false
+    }
 }
 
 macro_rules! mat_float {
-    ($t:ty) => {
+    ($t:ty $(, $small:ident)?) => {
         impl MatElem for $t {
+            $(
+            fn small_product(a: &[$t], b: &[$t], y: &mut [$t], m: usize, k: usize, n: usize) -> bool {
+                $small(a, b, y, m, k, n)
+            }
+            )?
             fn gemm_acc(
                 alpha: f32,
                 a: ArrayView2<$t>,
@@ -28,7 +46,7 @@ macro_rules! mat_float {
         }
     };
 }
-mat_float!(f32);
+mat_float!(f32, small_sgemm);
 mat_float!(f64);
 
 macro_rules! mat_int {
@@ -59,6 +77,99 @@ macro_rules! mat_int {
 }
 mat_int!(i32);
 mat_int!(i64);
+
+/// Largest `m` the small-product kernel takes; above it matrixmultiply's packing pays off.
+#[cfg(any(target_arch = "x86_64", test))]
+const SMALL_M: usize = 64;
+
+/// `y = a · b` in float32 for few rows (transformer weights at small batch x seq), on x86-64
+/// with AVX2 and FMA: matrixmultiply packs both operands on every call, which at 8 rows costs
+/// more than the product. Elsewhere (and for larger `m`) it returns false.
+fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if m <= SMALL_M
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports the features `sgemm_avx2` is compiled for (checked just
+            // above); the function itself is safe code.
+            unsafe { sgemm_avx2(a, b, y, m, k, n) };
+            return true;
+        }
+    }
+    let _ = (a, b, y, m, k, n);
+    false
+}
+
+/// `sgemm_rows` compiled for AVX2 + FMA, so its fixed-width tiles become 256-bit FMAs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sgemm_avx2(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
+    sgemm_rows(a, b, y, m, k, n);
+}
+
+/// Row blocks of 4 (then single rows), each swept by `sgemm_cols`.
+#[cfg(any(target_arch = "x86_64", test))]
+#[inline(always)]
+fn sgemm_rows(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
+    let mut i = 0;
+    while i + 4 <= m {
+        sgemm_cols::<4>(a, b, y, i, k, n);
+        i += 4;
+    }
+    while i < m {
+        sgemm_cols::<1>(a, b, y, i, k, n);
+        i += 1;
+    }
+}
+
+/// Column tiles of 16, then 8, then single columns, for rows `i..i + R`.
+#[cfg(any(target_arch = "x86_64", test))]
+#[inline(always)]
+fn sgemm_cols<const R: usize>(a: &[f32], b: &[f32], y: &mut [f32], i: usize, k: usize, n: usize) {
+    let mut j = 0;
+    while j + 16 <= n {
+        sgemm_tile::<R, 16>(a, b, y, i, j, k, n);
+        j += 16;
+    }
+    while j + 8 <= n {
+        sgemm_tile::<R, 8>(a, b, y, i, j, k, n);
+        j += 8;
+    }
+    while j < n {
+        sgemm_tile::<R, 1>(a, b, y, i, j, k, n);
+        j += 1;
+    }
+}
+
+/// One R x W tile of `y`: R x W accumulators (registers), updated once per `k` from a
+/// contiguous run of W values of a row of `b` and one value of each of the R rows of `a`.
+#[cfg(any(target_arch = "x86_64", test))]
+#[inline(always)]
+fn sgemm_tile<const R: usize, const W: usize>(
+    a: &[f32],
+    b: &[f32],
+    y: &mut [f32],
+    i: usize,
+    j: usize,
+    k: usize,
+    n: usize,
+) {
+    let mut acc = [[0f32; W]; R];
+    for kk in 0..k {
+        let brow: &[f32; W] = b[kk * n + j..][..W].try_into().expect("W values");
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let av = a[(i + r) * k + kk];
+            for (s, &bv) in acc_r.iter_mut().zip(brow) {
+                *s = av.mul_add(bv, *s);
+            }
+        }
+    }
+    for (r, acc_r) in acc.iter().enumerate() {
+        y[(i + r) * n + j..][..W].copy_from_slice(acc_r);
+    }
+}
 
 pub fn matmul(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "MatMul";
@@ -154,10 +265,15 @@ fn matmul_typed<T: MatElem>(
                 oa += idx * stra[d];
                 ob += idx * strb[d];
             }
-            let av = ArrayView2::from_shape((m, k), &da[oa * m * k..(oa + 1) * m * k])
-                .map_err(|e| format!("{OP}: {e}"))?;
-            let bv = ArrayView2::from_shape((k, n), &db[ob * k * n..(ob + 1) * k * n])
-                .map_err(|e| format!("{OP}: {e}"))?;
+            let (sa, sb) = (
+                &da[oa * m * k..(oa + 1) * m * k],
+                &db[ob * k * n..(ob + 1) * k * n],
+            );
+            if T::small_product(sa, sb, chunk, m, k, n) {
+                continue;
+            }
+            let av = ArrayView2::from_shape((m, k), sa).map_err(|e| format!("{OP}: {e}"))?;
+            let bv = ArrayView2::from_shape((k, n), sb).map_err(|e| format!("{OP}: {e}"))?;
             let mut yv =
                 ArrayViewMut2::from_shape((m, n), chunk).map_err(|e| format!("{OP}: {e}"))?;
             T::gemm_acc(1.0, av, bv, &mut yv);
@@ -342,6 +458,57 @@ mod tests {
         let a = f32s(&[2, 2], &[1., 2., 3., 4.]);
         let y = run1(matmul, "MatMul", &[&a, &b]).unwrap();
         assert_eq!(y, f32s(&[2, 2, 1], &[3., 7., -1., -1.]));
+    }
+
+    /// The small-product kernel (and whatever `matmul` picks on this machine) against a float64
+    /// product, over shapes that exercise every row and column tail.
+    #[test]
+    fn small_product_matches_f64_over_tails() {
+        for m in [1usize, 2, 3, 4, 5, 8, 9, 64, 65] {
+            for n in [1usize, 7, 8, 9, 15, 16, 17, 40] {
+                for k in [1usize, 3, 64] {
+                    let a: Vec<f32> = (0..m * k)
+                        .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
+                        .collect();
+                    let b: Vec<f32> = (0..k * n)
+                        .map(|i| ((i * 53 % 19) as f32 - 9.0) / 5.0)
+                        .collect();
+                    let mut want = vec![0f64; m * n];
+                    for i in 0..m {
+                        for j in 0..n {
+                            want[i * n + j] = (0..k)
+                                .map(|t| a[i * k + t] as f64 * b[t * n + j] as f64)
+                                .sum();
+                        }
+                    }
+                    let mut y = vec![0f32; m * n];
+                    sgemm_rows(&a, &b, &mut y, m, k, n);
+                    let got =
+                        run1(matmul, "MatMul", &[&f32s(&[m, k], &a), &f32s(&[k, n], &b)]).unwrap();
+                    for (idx, (&p, &q)) in y.iter().zip(got.as_f32().unwrap().iter()).enumerate() {
+                        let w = want[idx];
+                        let tol = 1e-5 * (1.0 + w.abs());
+                        assert!(
+                            (p as f64 - w).abs() <= tol,
+                            "{m}x{k}x{n} [{idx}]: {p} vs {w}"
+                        );
+                        assert!(
+                            (q as f64 - w).abs() <= tol,
+                            "{m}x{k}x{n} [{idx}]: {q} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
+        // NaN and inf propagate as in a plain product.
+        let a = f32s(&[1, 2], &[f32::NAN, 1.0]);
+        let b = f32s(&[2, 2], &[1.0, 0.0, f32::INFINITY, 2.0]);
+        let y = run1(matmul, "MatMul", &[&a, &b]).unwrap();
+        let y = y.as_f32().unwrap();
+        assert!(y[[0, 0]].is_nan() && y[[0, 1]].is_nan());
+        let a = f32s(&[1, 2], &[0.5, 1.0]);
+        let y = run1(matmul, "MatMul", &[&a, &b]).unwrap();
+        assert_eq!(y, f32s(&[1, 2], &[f32::INFINITY, 2.0]));
     }
 
     #[test]

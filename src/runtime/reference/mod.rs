@@ -10,6 +10,7 @@ mod compare;
 mod elementwise;
 mod embed;
 mod eyelike;
+mod fastmath;
 mod index_ops;
 mod matmul;
 mod reduce;
@@ -149,6 +150,7 @@ mod tests {
 }
 
 pub mod executor;
-pub use executor::Executor;
+pub use executor::{Executor, NoObserver, StepObserver};
 /// The Constant kernel, also how passes and inference read Constant nodes' values.
 pub use shape_ops::constant;
+use shape_ops::{relabel, relabel_shape, RelabelShape};

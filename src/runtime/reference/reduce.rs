@@ -131,7 +131,12 @@ fn softmax_typed<T: Float>(ctx: &KernelCtx, a: &ArrayD<T>) -> Result<ArrayD<T>, 
     let mut out = a.as_standard_layout().into_owned();
     if ctx.opset >= 13 {
         let axis = norm_axis(OP, ctx.node.attr_int("axis").unwrap_or(-1), rank)?;
-        out.lanes_mut(Axis(axis)).into_iter().for_each(softmax_lane);
+        let n = a.shape()[axis];
+        match out.as_slice_mut() {
+            // The last axis of a row-major array: each lane is a contiguous run.
+            Some(s) if axis + 1 == rank => s.chunks_exact_mut(n).for_each(softmax_row),
+            _ => out.lanes_mut(Axis(axis)).into_iter().for_each(softmax_lane),
+        }
         Ok(out)
     } else {
         let axis = norm_axis(OP, ctx.node.attr_int("axis").unwrap_or(1), rank)?;
@@ -141,10 +146,58 @@ fn softmax_typed<T: Float>(ctx: &KernelCtx, a: &ArrayD<T>) -> Result<ArrayD<T>, 
             .into_shape_with_order(IxDyn(&[outer, inner]))
             .and_then(|m| m.into_dimensionality::<Ix2>())
             .map_err(|e| format!("{OP}: {e}"))?;
-        m.rows_mut().into_iter().for_each(softmax_lane);
+        match m.as_slice_mut() {
+            Some(s) => s.chunks_exact_mut(inner).for_each(softmax_row),
+            None => m.rows_mut().into_iter().for_each(softmax_lane),
+        }
         m.into_dyn()
             .into_shape_with_order(a.raw_dim())
             .map_err(|e| format!("{OP}: {e}"))
+    }
+}
+
+/// `softmax_lane` on a contiguous lane, as separate slice passes that vectorize: the max and the
+/// sum use 8 partial accumulators (so their order differs from a serial loop by rounding only),
+/// and exp is `fast_exp`.
+fn softmax_row<T: Float>(row: &mut [T]) {
+    const L: usize = 8;
+    let pick = |m: T, v: T| if v > m { v } else { m };
+    let mut maxes = [T::NEG_INFINITY; L];
+    let mut chunks = row.chunks_exact(L);
+    for c in &mut chunks {
+        for (m, &v) in maxes.iter_mut().zip(c) {
+            *m = pick(*m, v);
+        }
+    }
+    let max = chunks
+        .remainder()
+        .iter()
+        .chain(&maxes)
+        .fold(T::NEG_INFINITY, |m, &v| pick(m, v));
+    for v in row.iter_mut() {
+        let d = v.wsub(max);
+        // A select, not a branch: the f32 loop still vectorizes, and f64 skips libm's slow
+        // underflow path for masked scores.
+        *v = if d < T::EXP_ZERO {
+            T::ZERO
+        } else {
+            d.fast_exp()
+        };
+    }
+    let mut sums = [T::ZERO; L];
+    let mut chunks = row.chunks_exact(L);
+    for c in &mut chunks {
+        for (s, &v) in sums.iter_mut().zip(c) {
+            *s = s.wadd(v);
+        }
+    }
+    let sum = chunks
+        .remainder()
+        .iter()
+        .chain(&sums)
+        .fold(T::ZERO, |s, &v| s.wadd(v));
+    for v in row.iter_mut() {
+        *v = v.wdiv(sum);
     }
 }
 
@@ -158,7 +211,11 @@ pub(super) fn softmax_lane<T: Float>(mut lane: ArrayViewMut1<T>) {
         let d = v.wsub(max);
         // Masked scores (x - max near -3.4e38) take libm's slow underflow path; below
         // EXP_ZERO the result is 0 exactly, so skip the call.
-        *v = if d < T::EXP_ZERO { T::ZERO } else { d.exp() };
+        *v = if d < T::EXP_ZERO {
+            T::ZERO
+        } else {
+            d.fast_exp()
+        };
         sum = sum.wadd(*v);
     }
     for v in lane.iter_mut() {
@@ -176,6 +233,8 @@ mod tests {
         use super::super::common::Float;
         assert_eq!(<f32 as Float>::EXP_ZERO.exp(), 0.0);
         assert_eq!(<f64 as Float>::EXP_ZERO.exp(), 0.0);
+        assert_eq!(<f32 as Float>::EXP_ZERO.fast_exp(), 0.0);
+        assert_eq!(<f64 as Float>::EXP_ZERO.fast_exp(), 0.0);
         // A masked lane: exactly the softmax of the unmasked entries.
         let x = f32s(&[1, 3], &[1.0, -3.4e38, 2.0]);
         let y = run1(softmax, "Softmax", &[&x]).unwrap();
@@ -283,6 +342,50 @@ mod tests {
         let i = i32s(&[0], &[]);
         let m = node("ReduceMean", vec![]);
         assert!(run_at(reduce_mean, &m, 18, &[Some(&i)]).is_err());
+    }
+
+    #[test]
+    fn softmax_contiguous_rows_match_strided_lanes_and_f64() {
+        // Lanes of 19 (two chunks of 8 and a remainder), one with a NaN, one masked.
+        let (r, n) = (5usize, 19usize);
+        let mut v: Vec<f32> = (0..r * n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.37)
+            .collect();
+        v[n + 3] = f32::NAN;
+        for x in &mut v[2 * n..2 * n + 17] {
+            *x = -3.4e38;
+        }
+        let x = f32s(&[r, n], &v);
+        let last = run_at(softmax, &node("Softmax", vec![]), 13, &[Some(&x)]).unwrap();
+        // The same data transposed, normalized along axis 0 (the strided-lane path).
+        let t: Vec<f32> = (0..n * r).map(|i| v[(i % r) * n + i / r]).collect();
+        let xt = f32s(&[n, r], &t);
+        let n0 = node("Softmax", vec![attr::int("axis", 0)]);
+        let first = run_at(softmax, &n0, 13, &[Some(&xt)]).unwrap();
+        let (a, b) = (last[0].to_f64_vec(), first[0].to_f64_vec());
+        for row in 0..r {
+            let lane: Vec<f64> = v[row * n..][..n].iter().map(|&x| x as f64).collect();
+            let max = lane.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            // x - max rounded to f32 as the kernel forms it; the rest in f64.
+            let e: Vec<f64> = lane
+                .iter()
+                .map(|&x| (((x - max) as f32) as f64).exp())
+                .collect();
+            let sum: f64 = e.iter().sum();
+            for j in 0..n {
+                let (got, strided) = (a[row * n + j], b[j * r + row]);
+                if row == 1 {
+                    assert!(got.is_nan() && strided.is_nan());
+                    continue;
+                }
+                let want = e[j] / sum;
+                assert!(
+                    (got - want).abs() <= 1e-6 * want + 1e-30,
+                    "{row},{j}: {got} vs {want}"
+                );
+                assert!((strided - want).abs() <= 1e-6 * want + 1e-30, "{row},{j}");
+            }
+        }
     }
 
     #[test]

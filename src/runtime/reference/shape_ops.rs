@@ -15,6 +15,37 @@ pub fn identity(_ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     Ok(vec![input("Identity", inputs, 0)?.clone()])
 }
 
+/// The output shape of a kernel whose output is its input 0 with the same elements in the same
+/// row-major order, only relabelled (Identity, Reshape, Squeeze, Unsqueeze, Flatten). The
+/// executor uses it to hand over input 0 without a copy when this node is its last reader.
+pub type RelabelShape = fn(&KernelCtx, &[Option<&Tensor>]) -> Result<Vec<usize>, String>;
+
+/// The `RelabelShape` of a default-domain op, if it only relabels its input's shape.
+pub fn relabel_shape(op_type: &str) -> Option<RelabelShape> {
+    Some(match op_type {
+        "Identity" => |_, inputs| Ok(input("Identity", inputs, 0)?.shape().to_vec()),
+        "Reshape" => reshape_shape,
+        "Squeeze" => squeeze_shape,
+        "Unsqueeze" => unsqueeze_shape,
+        "Flatten" => super::index_ops::flatten_shape,
+        _ => return None,
+    })
+}
+
+/// `t` (owned) relabelled to `shape`, which has its element count: no copy when `t` is row-major.
+pub fn relabel(op: &str, t: Tensor, shape: &[usize]) -> Result<Tensor, String> {
+    if shape.iter().product::<usize>() != t.len() {
+        return Err(format!(
+            "{op}: cannot reshape {:?} ({} elements) to {shape:?}",
+            t.shape(),
+            t.len()
+        ));
+    }
+    Ok(map_tensor!(t, a => a
+        .into_shape_clone(IxDyn(shape))
+        .map_err(|e| format!("{op}: {e}"))?))
+}
+
 /// Same data in a new shape with the same element count (row-major order is preserved).
 fn reshaped(op: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor, String> {
     let n: usize = shape.iter().product();
@@ -35,6 +66,15 @@ fn reshaped(op: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor, String> {
 /// Reshape (5, 13; 14+ adds `allowzero`): 0 copies the input dim (unless allowzero), -1 is
 /// inferred from the element count.
 pub fn reshape(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    let shape = reshape_shape(ctx, inputs)?;
+    Ok(vec![reshaped(
+        "Reshape",
+        input("Reshape", inputs, 0)?,
+        &shape,
+    )?])
+}
+
+fn reshape_shape(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> Result<Vec<usize>, String> {
     const OP: &str = "Reshape";
     let data = input(OP, inputs, 0)?;
     let spec = int_list(OP, "shape", input(OP, inputs, 1)?)?;
@@ -85,7 +125,7 @@ pub fn reshape(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     } else if known != data.len() {
         return Err(mismatch());
     }
-    Ok(vec![reshaped(OP, data, &shape)?])
+    Ok(shape)
 }
 
 /// Transpose: `perm` defaults to reversing the axes.
@@ -116,12 +156,51 @@ pub fn transpose(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             out
         }
     };
-    // Permute a view; copy once into row-major order at the end.
-    Ok(vec![map_tensor!(data, a => a
-        .view()
-        .permuted_axes(perm.clone())
-        .as_standard_layout()
-        .into_owned())])
+    Ok(vec![map_tensor!(data, a => permuted(a, &perm))])
+}
+
+/// `a` with its axes permuted, in row-major order. A row-major input is walked directly: an
+/// odometer over the output's outer dims, the innermost dim copied as one run (a slice copy when
+/// it is the input's innermost too). Otherwise ndarray permutes a view and copies it.
+fn permuted<T: Copy>(a: &ArrayD<T>, perm: &[usize]) -> ArrayD<T> {
+    let (src, rank) = match a.as_slice() {
+        Some(s) if a.ndim() > 0 && !s.is_empty() => (s, a.ndim()),
+        _ => {
+            return a
+                .view()
+                .permuted_axes(perm.to_vec())
+                .as_standard_layout()
+                .into_owned()
+        }
+    };
+    let shape = a.shape();
+    let mut in_strides = vec![1usize; rank];
+    for d in (0..rank - 1).rev() {
+        in_strides[d] = in_strides[d + 1] * shape[d + 1];
+    }
+    let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let strides: Vec<usize> = perm.iter().map(|&p| in_strides[p]).collect();
+    let (inner, step) = (out_shape[rank - 1], strides[rank - 1]);
+    let mut out = Vec::with_capacity(src.len());
+    let mut idx = vec![0usize; rank - 1];
+    let mut base = 0usize;
+    for _ in 0..src.len() / inner {
+        if step == 1 {
+            out.extend_from_slice(&src[base..base + inner]);
+        } else {
+            out.extend((0..inner).map(|j| src[base + j * step]));
+        }
+        for d in (0..rank - 1).rev() {
+            idx[d] += 1;
+            base += strides[d];
+            if idx[d] < out_shape[d] {
+                break;
+            }
+            base -= strides[d] * out_shape[d];
+            idx[d] = 0;
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(&out_shape), out).expect("a permutation keeps the element count")
 }
 
 /// Shape; from version 15, `start`/`end` slice it, clamped to [0, rank] after adding rank to
@@ -161,13 +240,22 @@ fn axes_arg(
 
 /// Unsqueeze: axes index the output, whose rank is input rank + len(axes).
 pub fn unsqueeze(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    let shape = unsqueeze_shape(ctx, inputs)?;
+    Ok(vec![reshaped(
+        "Unsqueeze",
+        input("Unsqueeze", inputs, 0)?,
+        &shape,
+    )?])
+}
+
+fn unsqueeze_shape(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> Result<Vec<usize>, String> {
     const OP: &str = "Unsqueeze";
     let data = input(OP, inputs, 0)?;
     let axes = axes_arg(ctx, OP, inputs)?.ok_or_else(|| format!("{OP}: 'axes' is required"))?;
     let out_rank = data.shape().len() + axes.len();
     let axes = norm_axes(OP, &axes, out_rank)?;
     let mut rest = data.shape().iter();
-    let shape: Vec<usize> = (0..out_rank)
+    Ok((0..out_rank)
         .map(|i| {
             if axes.contains(&i) {
                 1
@@ -175,12 +263,20 @@ pub fn unsqueeze(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
                 rest.next().copied().unwrap_or(1)
             }
         })
-        .collect();
-    Ok(vec![reshaped(OP, data, &shape)?])
+        .collect())
 }
 
 /// Squeeze: without axes, every dim of size 1 goes; a listed axis whose dim is not 1 is an error.
 pub fn squeeze(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    let shape = squeeze_shape(ctx, inputs)?;
+    Ok(vec![reshaped(
+        "Squeeze",
+        input("Squeeze", inputs, 0)?,
+        &shape,
+    )?])
+}
+
+fn squeeze_shape(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> Result<Vec<usize>, String> {
     const OP: &str = "Squeeze";
     let data = input(OP, inputs, 0)?;
     let dims = data.shape();
@@ -197,11 +293,10 @@ pub fn squeeze(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             axes
         }
     };
-    let shape: Vec<usize> = (0..dims.len())
+    Ok((0..dims.len())
         .filter(|i| !drop.contains(i))
         .map(|i| dims[i])
-        .collect();
-    Ok(vec![reshaped(OP, data, &shape)?])
+        .collect())
 }
 
 /// Concat: same type and rank everywhere; dims agree except on `axis`.

@@ -80,6 +80,56 @@ fn reshape_errors() {
 }
 
 #[test]
+fn transpose_every_perm_of_4d_matches_ndarray() {
+    let x = iota(&[2, 3, 1, 4]);
+    let a = x.as_f32().unwrap().clone();
+    // A non-row-major input of the same values takes the ndarray path.
+    let t = Tensor::F32(a.clone().reversed_axes());
+    let mut perms = Vec::new();
+    for p0 in 0..4i64 {
+        for p1 in 0..4 {
+            for p2 in 0..4 {
+                let p3 = 6 - p0 - p1 - p2;
+                let p = [p0, p1, p2, p3];
+                if (0..4).all(|i| p.contains(&i)) {
+                    perms.push(p);
+                }
+            }
+        }
+    }
+    assert_eq!(perms.len(), 24);
+    for p in perms {
+        let n = node("Transpose", vec![attr::ints("perm", &p)]);
+        let y = run(transpose, &n, 13, &[&x]).unwrap();
+        let up: Vec<usize> = p.iter().map(|&v| v as usize).collect();
+        let want = a
+            .view()
+            .permuted_axes(up.clone())
+            .as_standard_layout()
+            .into_owned();
+        assert_eq!(y, Tensor::F32(want), "perm {p:?}");
+        assert!(y.as_f32().unwrap().is_standard_layout());
+        // reversed_axes then perm: axis i of `t` is axis 3 - i of `a`.
+        let yt = run(transpose, &n, 13, &[&t]).unwrap();
+        let rev: Vec<usize> = up.iter().map(|&v| 3 - v).collect();
+        let want = a
+            .view()
+            .permuted_axes(rev)
+            .as_standard_layout()
+            .into_owned();
+        assert_eq!(yt, Tensor::F32(want), "perm {p:?} of a non-row-major input");
+    }
+    // Empty, scalar and 1-D inputs.
+    let n = node("Transpose", vec![]);
+    let e = f32s(&[0, 3], &[]);
+    assert_eq!(run(transpose, &n, 13, &[&e]).unwrap(), f32s(&[3, 0], &[]));
+    let s = f32s(&[], &[7.]);
+    assert_eq!(run(transpose, &n, 13, &[&s]).unwrap(), s);
+    let v = i64s(&[3], &[1, 2, 3]);
+    assert_eq!(run(transpose, &n, 13, &[&v]).unwrap(), v);
+}
+
+#[test]
 fn transpose_default_and_perm() {
     let x = iota(&[2, 3]);
     let n = node("Transpose", vec![]);

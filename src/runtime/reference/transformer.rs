@@ -21,6 +21,7 @@ use ndarray::{ArrayD, IxDyn};
 use super::broadcast::check_unidirectional;
 use super::common::{check_out, input, norm_axis, opt_input, type_mismatch, unsupported_type};
 use super::elementwise::Erf;
+use super::fastmath;
 use super::{KernelCtx, KernelResult};
 use crate::onnx::proto::data_type as dt;
 use crate::tensor::{DType, Tensor};
@@ -483,13 +484,29 @@ fn gelu_tanh<T: Real>(x: T) -> T {
     half * x * (T::ONE + (c * (x + k * x * x * x)).tanh())
 }
 
-/// `f(x + bias)` over `x`, `bias` (when given) 1-D along the last dim; one pass.
-fn biased_map<T: Real>(
+/// float32 Gelu (erf form) on the branch-free `fastmath` erf, so the loop vectorizes; 1 + erf is
+/// computed without cancellation for negative x.
+#[inline(always)]
+fn gelu_erf_f32(x: f32) -> f32 {
+    0.5 * x * fastmath::one_plus_erf(x * std::f32::consts::FRAC_1_SQRT_2)
+}
+
+/// float32 FastGelu (tanh form) on the branch-free `fastmath` tanh.
+#[inline(always)]
+fn gelu_tanh_f32(x: f32) -> f32 {
+    let c = 0.797_884_6_f32;
+    let k = 0.044_715_f32;
+    0.5 * x * fastmath::one_plus_tanh(c * (x + k * x * x * x))
+}
+
+/// `f(x + bias)` over `x`, `bias` (when given) 1-D along the last dim; one pass. Generic in `f`
+/// so that it inlines into the loop.
+fn biased_map<T: Real, F: Fn(T) -> T>(
     ctx: &KernelCtx,
     op: &str,
     x: &ArrayD<T>,
     bias: Option<&ArrayD<T>>,
-    f: fn(T) -> T,
+    f: F,
 ) -> Result<Tensor, String> {
     let shape = x.shape();
     check_out(ctx, op, shape, T::DTYPE.bits().unwrap_or(64))?;
@@ -503,15 +520,15 @@ fn biased_map<T: Real>(
                 ));
             };
             let b = vector_param(op, "bias", b, h)?;
-            if h == 0 {
-                Vec::new()
-            } else {
-                let mut y = Vec::with_capacity(xs.len());
-                for row in xs.chunks_exact(h) {
-                    y.extend(row.iter().zip(b.iter()).map(|(&v, &c)| f(v + c)));
+            let mut y = vec![T::ZERO; xs.len()];
+            if h > 0 {
+                for (yr, xr) in y.chunks_exact_mut(h).zip(xs.chunks_exact(h)) {
+                    for ((o, &v), &c) in yr.iter_mut().zip(xr).zip(b.iter()) {
+                        *o = f(v + c);
+                    }
                 }
-                y
             }
+            y
         }
     };
     shaped(op, shape, y)
@@ -522,8 +539,8 @@ fn activation(
     inputs: &[Option<&Tensor>],
     op: &str,
     bias_required: bool,
-    f32_fn: fn(f32) -> f32,
-    f64_fn: fn(f64) -> f64,
+    f32_fn: impl Fn(f32) -> f32,
+    f64_fn: impl Fn(f64) -> f64,
 ) -> KernelResult {
     let x = input(op, inputs, 0)?;
     if bias_required {
@@ -547,17 +564,24 @@ pub fn gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     if inputs.iter().skip(1).any(|i| i.is_some()) {
         return Err("Gelu: takes one input".to_string());
     }
-    activation(ctx, inputs, "Gelu", false, gelu_erf, gelu_erf)
+    activation(ctx, inputs, "Gelu", false, gelu_erf_f32, gelu_erf::<f64>)
 }
 
 /// com.microsoft FastGelu(X, bias?): the tanh form of `X + bias`, bias 1-D along the last dim.
 pub fn fast_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    activation(ctx, inputs, "FastGelu", false, gelu_tanh, gelu_tanh)
+    activation(
+        ctx,
+        inputs,
+        "FastGelu",
+        false,
+        gelu_tanh_f32,
+        gelu_tanh::<f64>,
+    )
 }
 
 /// com.microsoft BiasGelu(A, B): the erf form of `A + B`, B 1-D along the last dim.
 pub fn bias_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    activation(ctx, inputs, "BiasGelu", true, gelu_erf, gelu_erf)
+    activation(ctx, inputs, "BiasGelu", true, gelu_erf_f32, gelu_erf::<f64>)
 }
 
 #[cfg(test)]
