@@ -12,11 +12,11 @@
 //! masked for queries q < k (causal). Supported: no past state, no attention bias, equal Q/K/V
 //! widths, mask absent or raw 2-D; anything else is an error naming what is not supported.
 
-use ndarray::linalg::general_mat_mul;
-use ndarray::{Array2, ArrayD, ArrayView2, ArrayViewMut1, IxDyn};
+use ndarray::{ArrayD, ArrayView2, IxDyn};
 
 use super::common::{check_out, input, opt_input, unsupported_type};
-use super::reduce::softmax_lane;
+use super::matmul::sgemm;
+use super::reduce::softmax_row;
 use super::{KernelCtx, KernelResult};
 use crate::tensor::Tensor;
 
@@ -106,7 +106,7 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     check_out(ctx, OP, &[b, s, 3 * h], 32)?;
     check_out(ctx, OP, &[b, s, h], 32)?;
 
-    // The packed projection [B·S, 3H], bias first so the product accumulates onto it.
+    // The packed projection [B·S, 3H], then the bias.
     let rows = b * s;
     let x2 = x
         .view()
@@ -116,13 +116,14 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         .view()
         .into_dimensionality()
         .map_err(|e| format!("{OP}: {e}"))?;
-    let mut qkv = Array2::<f32>::zeros((rows, 3 * h));
+    let x2 = x2.as_standard_layout();
+    let w2 = w2.as_standard_layout();
+    let mut qkv = sgemm(x2.view(), w2.view());
     if let Some(bias) = bias {
         for mut row in qkv.rows_mut() {
-            row.iter_mut().zip(bias.iter()).for_each(|(o, &v)| *o = v);
+            row.iter_mut().zip(bias.iter()).for_each(|(o, &v)| *o += v);
         }
     }
-    general_mat_mul(1.0, &x2, &w2, 1.0, &mut qkv);
     let qkv = qkv.as_slice().ok_or("qkv is contiguous")?;
 
     let mut out = vec![0.0f32; rows * h];
@@ -144,7 +145,7 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
                         *sc += filter;
                     }
                 }
-                softmax_lane(ArrayViewMut1::from(&mut scores[..]));
+                softmax_row(&mut scores);
                 let o = &mut out[(bi * s + qi) * h + qo..(bi * s + qi) * h + qo + d];
                 for (ki, &p) in scores.iter().enumerate() {
                     let v = &row(ki)[vo..vo + d];

@@ -78,6 +78,21 @@ macro_rules! mat_int {
 mat_int!(i32);
 mat_int!(i64);
 
+/// `a · b` in float32 for row-major `a` [m, k] and `b` [k, n], by the small-product kernel where
+/// it applies and matrixmultiply otherwise: for fused kernels (Attention's packed projection)
+/// that need the same product MatMul computes.
+pub(super) fn sgemm(a: ArrayView2<f32>, b: ArrayView2<f32>) -> Array2<f32> {
+    let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
+    let mut y = Array2::<f32>::zeros((m, n));
+    if let (Some(sa), Some(sb), Some(sy)) = (a.as_slice(), b.as_slice(), y.as_slice_mut()) {
+        if small_sgemm(sa, sb, sy, m, k, n) {
+            return y;
+        }
+    }
+    general_mat_mul(1.0, &a, &b, 0.0, &mut y);
+    y
+}
+
 /// Largest `m` the small-product kernel takes; above it matrixmultiply's packing pays off.
 #[cfg(any(target_arch = "x86_64", test))]
 const SMALL_M: usize = 64;

@@ -159,7 +159,7 @@ fn softmax_typed<T: Float>(ctx: &KernelCtx, a: &ArrayD<T>) -> Result<ArrayD<T>, 
 /// `softmax_lane` on a contiguous lane, as separate slice passes that vectorize: the max and the
 /// sum use 8 partial accumulators (so their order differs from a serial loop by rounding only),
 /// and exp is `fast_exp`.
-fn softmax_row<T: Float>(row: &mut [T]) {
+pub(super) fn softmax_row<T: Float>(row: &mut [T]) {
     const L: usize = 8;
     let pick = |m: T, v: T| if v > m { v } else { m };
     let mut maxes = [T::NEG_INFINITY; L];
@@ -202,7 +202,7 @@ fn softmax_row<T: Float>(row: &mut [T]) {
 }
 
 /// exp(x - max) / sum: subtracting the max keeps exp from overflowing.
-pub(super) fn softmax_lane<T: Float>(mut lane: ArrayViewMut1<T>) {
+fn softmax_lane<T: Float>(mut lane: ArrayViewMut1<T>) {
     let max = lane
         .iter()
         .fold(T::NEG_INFINITY, |m, &v| if v > m { v } else { m });
