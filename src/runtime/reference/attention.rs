@@ -6,13 +6,14 @@
 //! 1/√D. The raw 2-D `mask_index` [B, S] keeps key k of batch b where `mask_index[b, k] > 0` and
 //! adds `mask_filter_value` (default -10000) to the score otherwise.
 //!
-//! One pass over the work: the packed projection is one matrix product, then each (batch, head,
-//! query) row of scores is formed, normalized by the Softmax kernel's lane routine and applied to
-//! V without materializing the [B, N, S, S] tensor. With `unidirectional = 1` key k is also
+//! The packed projection is one matrix product; then per (batch, head) the [S, S] scores are one
+//! product, each row is scaled, masked and normalized in place by the Softmax kernel's row
+//! routine, and one more product applies them to V: the [B, N, S, S] tensor is never built, and
+//! the products are the MatMul kernel's. With `unidirectional = 1` key k is also
 //! masked for queries q < k (causal). Supported: no past state, no attention bias, equal Q/K/V
 //! widths, mask absent or raw 2-D; anything else is an error naming what is not supported.
 
-use ndarray::{ArrayD, ArrayView2, IxDyn};
+use ndarray::{Array2, ArrayD, ArrayView2, IxDyn};
 
 use super::common::{check_out, input, opt_input, unsupported_type};
 use super::matmul::sgemm;
@@ -126,18 +127,28 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     }
     let qkv = qkv.as_slice().ok_or("qkv is contiguous")?;
 
+    check_out(ctx, OP, &[s, s], 32)?;
     let mut out = vec![0.0f32; rows * h];
-    let mut scores = vec![0.0f32; s];
+    // Per (batch, head): Q [S, D], Kᵀ [D, S] and V [S, D] gathered from the packed rows, then
+    // the two products by the MatMul kernel and one Softmax pass per score row between them.
+    let mut q = Array2::<f32>::zeros((s, d));
+    let mut kt = Array2::<f32>::zeros((d, s));
+    let mut v = Array2::<f32>::zeros((s, d));
     for bi in 0..b {
         let row = |t: usize| &qkv[(bi * s + t) * 3 * h..(bi * s + t + 1) * 3 * h];
         for head in 0..heads {
             let (qo, ko, vo) = (head * d, h + head * d, 2 * h + head * d);
-            for qi in 0..s {
-                let q = &row(qi)[qo..qo + d];
-                for (ki, sc) in scores.iter_mut().enumerate() {
-                    let k = &row(ki)[ko..ko + d];
-                    let dot: f32 = q.iter().zip(k).map(|(a, b)| a * b).sum();
-                    *sc = dot * scale;
+            for t in 0..s {
+                let r = row(t);
+                q.row_mut(t).iter_mut().zip(&r[qo..qo + d]).for_each(|(o, &x)| *o = x);
+                v.row_mut(t).iter_mut().zip(&r[vo..vo + d]).for_each(|(o, &x)| *o = x);
+                kt.column_mut(t).iter_mut().zip(&r[ko..ko + d]).for_each(|(o, &x)| *o = x);
+            }
+            let mut scores = sgemm(q.view(), kt.view());
+            for (qi, mut srow) in scores.rows_mut().into_iter().enumerate() {
+                let srow = srow.as_slice_mut().ok_or("scores are row-major")?;
+                for (ki, sc) in srow.iter_mut().enumerate() {
+                    *sc *= scale;
                     // A masked score gets the filter value added once, whichever of the causal
                     // and the padding mask hides it (as onnxruntime's CPU kernel does).
                     let padded = mask.is_some_and(|m| m[[bi, ki]] <= 0);
@@ -145,12 +156,12 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
                         *sc += filter;
                     }
                 }
-                softmax_row(&mut scores);
+                softmax_row(srow);
+            }
+            let ctx_h = sgemm(scores.view(), v.view());
+            for (qi, crow) in ctx_h.rows().into_iter().enumerate() {
                 let o = &mut out[(bi * s + qi) * h + qo..(bi * s + qi) * h + qo + d];
-                for (ki, &p) in scores.iter().enumerate() {
-                    let v = &row(ki)[vo..vo + d];
-                    o.iter_mut().zip(v).for_each(|(o, &v)| *o += p * v);
-                }
+                o.iter_mut().zip(crow.iter()).for_each(|(o, &x)| *o = x);
             }
         }
     }
