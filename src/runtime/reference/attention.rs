@@ -131,6 +131,11 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let mut out = vec![0.0f32; rows * h];
     // Per (batch, head): Q [S, D], Kᵀ [D, S] and V [S, D] gathered from the packed rows, then
     // the two products by the MatMul kernel and one Softmax pass per score row between them.
+    // padded[b·S + k]: key k of batch b is masked by mask_index.
+    let padded: Vec<bool> = match mask {
+        Some(m) => m.iter().map(|&v| v <= 0).collect(),
+        None => vec![false; rows],
+    };
     let mut q = Array2::<f32>::zeros((s, d));
     let mut kt = Array2::<f32>::zeros((d, s));
     let mut v = Array2::<f32>::zeros((s, d));
@@ -147,14 +152,15 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             let mut scores = sgemm(q.view(), kt.view());
             for (qi, mut srow) in scores.rows_mut().into_iter().enumerate() {
                 let srow = srow.as_slice_mut().ok_or("scores are row-major")?;
-                for (ki, sc) in srow.iter_mut().enumerate() {
-                    *sc *= scale;
-                    // A masked score gets the filter value added once, whichever of the causal
-                    // and the padding mask hides it (as onnxruntime's CPU kernel does).
-                    let padded = mask.is_some_and(|m| m[[bi, ki]] <= 0);
-                    if padded || (causal && ki > qi) {
-                        *sc += filter;
-                    }
+                // A masked score gets the filter value added once, whichever of the causal and
+                // the padding mask hides it (as onnxruntime's CPU kernel does).
+                let visible = if causal { qi + 1 } else { s };
+                let (seen, later) = srow.split_at_mut(visible);
+                for (sc, &pad) in seen.iter_mut().zip(&padded[bi * s..]) {
+                    *sc = if pad { *sc * scale + filter } else { *sc * scale };
+                }
+                for sc in later {
+                    *sc = *sc * scale + filter;
                 }
                 softmax_row(srow);
             }
