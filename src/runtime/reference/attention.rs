@@ -145,9 +145,18 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             let (qo, ko, vo) = (head * d, h + head * d, 2 * h + head * d);
             for t in 0..s {
                 let r = row(t);
-                q.row_mut(t).iter_mut().zip(&r[qo..qo + d]).for_each(|(o, &x)| *o = x);
-                v.row_mut(t).iter_mut().zip(&r[vo..vo + d]).for_each(|(o, &x)| *o = x);
-                kt.column_mut(t).iter_mut().zip(&r[ko..ko + d]).for_each(|(o, &x)| *o = x);
+                q.row_mut(t)
+                    .iter_mut()
+                    .zip(&r[qo..qo + d])
+                    .for_each(|(o, &x)| *o = x);
+                v.row_mut(t)
+                    .iter_mut()
+                    .zip(&r[vo..vo + d])
+                    .for_each(|(o, &x)| *o = x);
+                kt.column_mut(t)
+                    .iter_mut()
+                    .zip(&r[ko..ko + d])
+                    .for_each(|(o, &x)| *o = x);
             }
             let mut scores = sgemm(q.view(), kt.view());
             for (qi, mut srow) in scores.rows_mut().into_iter().enumerate() {
@@ -157,7 +166,11 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
                 let visible = if causal { qi + 1 } else { s };
                 let (seen, later) = srow.split_at_mut(visible);
                 for (sc, &pad) in seen.iter_mut().zip(&padded[bi * s..]) {
-                    *sc = if pad { *sc * scale + filter } else { *sc * scale };
+                    *sc = if pad {
+                        *sc * scale + filter
+                    } else {
+                        *sc * scale
+                    };
                 }
                 for sc in later {
                     *sc = *sc * scale + filter;
