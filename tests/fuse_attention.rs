@@ -6,11 +6,11 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{ops, parity, repo};
+use common::{ops, parity, repo, seeded_f32};
 use fuselab::ir::builder::{dims, sym, GraphBuilder};
 use fuselab::ir::types::Dim;
-use fuselab::ir::{attr, verify::verify, Model, ValueId};
-use fuselab::passes::{optimize, Trace};
+use fuselab::ir::{attr, Model, ValueId};
+use fuselab::passes::Trace;
 use fuselab::runtime::parity::compare;
 use fuselab::runtime::reference::Executor;
 use fuselab::{DType, Limits, Tensor};
@@ -21,17 +21,6 @@ const HEAD: i64 = 4;
 const HIDDEN: i64 = HEADS * HEAD;
 const TOL: f64 = 1e-5;
 const MIN: f32 = f32::MIN;
-
-fn f32_tensor(shape: &[usize], seed: u32) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f32> = (0..n)
-        .map(|i| {
-            (((i as u32 + 1).wrapping_mul(2654435761u32.wrapping_add(seed))) % 1000) as f32 / 500.0
-                - 1.0
-        })
-        .collect();
-    Tensor::F32(ArrayD::from_shape_vec(IxDyn(shape), v).unwrap())
-}
 
 fn scalar(b: &mut GraphBuilder, name: &str, v: f32) -> ValueId {
     b.initializer(name, &Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v)))
@@ -88,11 +77,11 @@ const BERT: Spec = Spec {
 fn projection(b: &mut GraphBuilder, x: ValueId, perm: &[i64], seed: u32) -> ValueId {
     let w = b.initializer(
         &format!("w{seed}"),
-        &f32_tensor(&[HIDDEN as usize, HIDDEN as usize], seed),
+        &seeded_f32(&[HIDDEN as usize, HIDDEN as usize], seed),
     );
     let bias = b.initializer(
         &format!("b{seed}"),
-        &f32_tensor(&[HIDDEN as usize], seed + 7),
+        &seeded_f32(&[HIDDEN as usize], seed + 7),
     );
     let mm = b.op("MatMul", &[x, w], vec![]);
     let add = b.op("Add", &[bias, mm], vec![]);
@@ -231,10 +220,7 @@ fn block(spec: Spec) -> Model {
 }
 
 fn fuse(m: &Model) -> (Model, Trace) {
-    let mut opt = m.clone();
-    let trace = optimize(&mut opt, &[]).expect("optimize");
-    verify(&opt).expect("optimized graph verifies");
-    (opt, trace)
+    common::fuse(m, &[])
 }
 
 /// The (first) Attention node of `m`.
@@ -267,7 +253,7 @@ fn diff_with_mask(a: &Model, b: &Model, batch: usize, seq: usize, mask: &[i64]) 
     let mut inputs = HashMap::new();
     inputs.insert(
         "x".to_string(),
-        f32_tensor(&[batch, seq, HIDDEN as usize], 3),
+        seeded_f32(&[batch, seq, HIDDEN as usize], 3),
     );
     inputs.insert(
         "attention_mask".to_string(),

@@ -6,11 +6,10 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{ops, parity, repo};
+use common::{assert_parity_within, counts, fuse, ops, parity, repo};
 use fuselab::ir::builder::{sym, GraphBuilder};
 use fuselab::ir::types::Dim;
-use fuselab::ir::{attr, verify::verify, Model, ValueId};
-use fuselab::passes::{optimize, Trace};
+use fuselab::ir::{attr, Model, ValueId};
 use fuselab::runtime::inputs::random_inputs;
 use fuselab::runtime::reference::Executor;
 use fuselab::{DType, Limits, Tensor};
@@ -165,29 +164,8 @@ fn embed_model(s: &Spec) -> Model {
     b.build()
 }
 
-fn fuse(m: &Model, rules: &[&str]) -> (Model, Trace) {
-    let mut opt = m.clone();
-    let trace = optimize(&mut opt, rules).expect("optimize");
-    verify(&opt).expect("optimized graph verifies");
-    (opt, trace)
-}
-
-fn counts(pairs: &[(&str, usize)]) -> Vec<(String, usize)> {
-    let mut v: Vec<(String, usize)> = pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect();
-    v.sort();
-    v
-}
-
 fn assert_parity(a: &Model, b: &Model) {
-    for (batch, seq) in [(2, 3), (1, 1)] {
-        let p = parity(a, b, &[("batch", batch), ("seq", seq)]);
-        println!("parity at {batch}x{seq}: max |diff| = {:e}", p.max_abs_diff);
-        assert!(
-            p.max_abs_diff <= TOL,
-            "max diff {} at {batch}x{seq}",
-            p.max_abs_diff
-        );
-    }
+    assert_parity_within(a, b, TOL);
 }
 
 /// Nothing fused; the report names the reason.

@@ -4,11 +4,10 @@
 
 mod common;
 
-use common::{ops, parity};
+use common::{assert_parity_within, counts, fuse, ops, seeded_f32};
 use fuselab::ir::builder::{dims, sym, GraphBuilder};
 use fuselab::ir::types::Dim;
-use fuselab::ir::{attr, verify::verify, Model, ValueId};
-use fuselab::passes::{optimize, Trace};
+use fuselab::ir::{attr, Model, ValueId};
 use fuselab::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
@@ -23,19 +22,8 @@ const TRANSFORMER_RULES: &[&str] = &[
     "fast_gelu",
 ];
 
-fn f32_tensor(shape: &[usize], seed: u32) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f32> = (0..n)
-        .map(|i| {
-            (((i as u32 + 1).wrapping_mul(2654435761u32.wrapping_add(seed))) % 1000) as f32 / 500.0
-                - 1.0
-        })
-        .collect();
-    Tensor::F32(ArrayD::from_shape_vec(IxDyn(shape), v).unwrap())
-}
-
 fn vector(b: &mut GraphBuilder, name: &str, n: usize, seed: u32) -> ValueId {
-    b.initializer(name, &f32_tensor(&[n], seed))
+    b.initializer(name, &seeded_f32(&[n], seed))
 }
 
 fn scalar(b: &mut GraphBuilder, name: &str, v: f32) -> ValueId {
@@ -49,28 +37,8 @@ fn hidden_input(b: &mut GraphBuilder, name: &str) -> ValueId {
     b.input(name, DType::F32, shape)
 }
 
-fn fuse(m: &Model, rules: &[&str]) -> (Model, Trace) {
-    let mut opt = m.clone();
-    let trace = optimize(&mut opt, rules).expect("optimize");
-    verify(&opt).expect("optimized graph verifies");
-    (opt, trace)
-}
-
-fn counts(pairs: &[(&str, usize)]) -> Vec<(String, usize)> {
-    let mut v: Vec<(String, usize)> = pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect();
-    v.sort();
-    v
-}
-
 fn assert_parity(a: &Model, b: &Model) {
-    for (batch, seq) in [(2, 3), (1, 1)] {
-        let p = parity(a, b, &[("batch", batch), ("seq", seq)]);
-        assert!(
-            p.max_abs_diff <= TOL,
-            "max diff {} at {batch}x{seq}",
-            p.max_abs_diff
-        );
-    }
+    assert_parity_within(a, b, TOL);
 }
 
 /// Nothing fused; the report names the reason.
@@ -497,7 +465,7 @@ fn gelu_rejects_an_intermediate_that_is_a_graph_output() {
 fn bias_gelu_model(bias_len: usize, bias_read_twice: bool) -> Model {
     let mut b = GraphBuilder::new("bias_gelu", 14);
     let a = hidden_input(&mut b, "a");
-    let w = b.initializer("w", &f32_tensor(&[8, 8], 5));
+    let w = b.initializer("w", &seeded_f32(&[8, 8], 5));
     let mm = b.op("MatMul", &[a, w], vec![]);
     let bias = vector(&mut b, "bias", bias_len, 4);
     let t = b.op("Add", &[mm, bias], vec![]);

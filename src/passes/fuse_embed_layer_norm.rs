@@ -57,7 +57,7 @@ use crate::ir::shape_value::{constant_ints, constant_tensor, int_elements};
 use crate::ir::types::{Dim, TensorType};
 use crate::ir::{Graph, Model, Node, NodeId, ValueId};
 use crate::passes::matchers::{
-    constant_value, fresh_node_name, produced_by, require_f32, require_vector, sole_consumer,
+    absorbable_layer_norm, constant_value, fresh_node_name, produced_by, require_f32, sole_consumer,
 };
 use crate::passes::rewrite::{Patch, Proposal, Rule};
 use crate::tensor::{DType, Tensor};
@@ -388,33 +388,7 @@ fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String
 
     // The LayerNormalization.
     let rank = g.value(x).ty.rank().unwrap_or(0) as i64;
-    let axis = ln.attr_int("axis").unwrap_or(-1);
-    if axis != -1 && axis != rank - 1 {
-        return Err(format!(
-            "LayerNormalization '{}' axis {axis} is not the last axis",
-            ln.label(ln_id)
-        ));
-    }
-    if ln.attr_int("stash_type").is_some_and(|t| t != 1) {
-        return Err("LayerNormalization computes its statistics in f64 (stash_type 11)".into());
-    }
-    for (i, out) in ln.outputs.iter().enumerate().skip(1) {
-        if let Some(v) = out {
-            if g.is_graph_output(*v) || !g.consumers(*v).is_empty() {
-                return Err(format!(
-                    "LayerNormalization output {i} ('{}') is read",
-                    g.name(*v)
-                ));
-            }
-        }
-    }
-    let y = ln.output(0).ok_or("LayerNormalization has no output")?;
-    let gamma = ln.input(1).ok_or("LayerNormalization has no scale")?;
-    require_vector(model, gamma, h, "scale")?;
-    let beta = ln.input(2);
-    if let Some(beta) = beta {
-        require_vector(model, beta, h, "bias")?;
-    }
+    let (y, gamma, beta) = absorbable_layer_norm(model, ln, ln_id, rank, h)?;
 
     // Which Gather is which.
     let (pos, ids): (Vec<&Lookup>, Vec<&Lookup>) = lookups

@@ -23,7 +23,7 @@
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::{Model, Node, NodeId};
 use crate::passes::matchers::{
-    bias_add, fresh_node_name, last_dim, produced_by, require_f32, require_vector,
+    absorbable_layer_norm, bias_add, fresh_node_name, last_dim, produced_by, require_f32,
 };
 use crate::passes::rewrite::{Patch, Proposal, Rule};
 
@@ -71,32 +71,7 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
     require_f32(g, s)?;
     let hidden = last_dim(g, s)?;
     let rank = g.value(s).ty.rank().unwrap_or(0);
-    let axis = ln.attr_int("axis").unwrap_or(-1);
-    if axis != -1 && axis != rank as i64 - 1 {
-        return Err(format!(
-            "LayerNormalization axis {axis} is not the last axis"
-        ));
-    }
-    if ln.attr_int("stash_type").is_some_and(|t| t != 1) {
-        return Err("LayerNormalization computes its statistics in f64 (stash_type 11)".into());
-    }
-    for (i, out) in ln.outputs.iter().enumerate().skip(1) {
-        if let Some(v) = out {
-            if g.is_graph_output(*v) || !g.consumers(*v).is_empty() {
-                return Err(format!(
-                    "LayerNormalization output {i} ('{}') is read",
-                    g.name(*v)
-                ));
-            }
-        }
-    }
-    let y = ln.output(0).ok_or("LayerNormalization has no output")?;
-    let gamma = ln.input(1).ok_or("LayerNormalization has no scale")?;
-    require_vector(model, gamma, hidden, "scale")?;
-    let beta = ln.input(2);
-    if let Some(beta) = beta {
-        require_vector(model, beta, hidden, "bias")?;
-    }
+    let (y, gamma, beta) = absorbable_layer_norm(model, ln, ln_id, rank as i64, hidden)?;
 
     let mut remove = vec![ln_id, add_id];
     // Form 2 or 3: one Add operand is itself Add(X, bias) read only by this Add.

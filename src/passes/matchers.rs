@@ -227,3 +227,45 @@ pub fn bias_add(model: &Model, v: ValueId, hidden: i64) -> Option<(NodeId, Value
     // x must already have the hidden size last, or Add(x, c) would broadcast x.
     (last_dim(g, x).ok()? == hidden).then_some((id, x, c))
 }
+
+/// The scale and bias of a LayerNormalization `ln` over the last axis of its rank-`rank` input of
+/// `hidden` features, when a fusion may absorb it: the axis is the last, statistics are f32
+/// (stash_type 1), the mean / inv_std_var outputs are not read, and scale and bias are 1-D
+/// constants of `hidden`. (output, scale, bias) or why not.
+pub fn absorbable_layer_norm(
+    model: &Model,
+    ln: &Node,
+    ln_id: NodeId,
+    rank: i64,
+    hidden: i64,
+) -> Result<(ValueId, ValueId, Option<ValueId>), String> {
+    let g = &model.graph;
+    let axis = ln.attr_int("axis").unwrap_or(-1);
+    if axis != -1 && axis != rank - 1 {
+        return Err(format!(
+            "LayerNormalization '{}' axis {axis} is not the last axis",
+            ln.label(ln_id)
+        ));
+    }
+    if ln.attr_int("stash_type").is_some_and(|t| t != 1) {
+        return Err("LayerNormalization computes its statistics in f64 (stash_type 11)".into());
+    }
+    for (i, out) in ln.outputs.iter().enumerate().skip(1) {
+        if let Some(v) = out {
+            if g.is_graph_output(*v) || !g.consumers(*v).is_empty() {
+                return Err(format!(
+                    "LayerNormalization output {i} ('{}') is read",
+                    g.name(*v)
+                ));
+            }
+        }
+    }
+    let y = ln.output(0).ok_or("LayerNormalization has no output")?;
+    let gamma = ln.input(1).ok_or("LayerNormalization has no scale")?;
+    require_vector(model, gamma, hidden, "scale")?;
+    let beta = ln.input(2);
+    if let Some(beta) = beta {
+        require_vector(model, beta, hidden, "bias")?;
+    }
+    Ok((y, gamma, beta))
+}

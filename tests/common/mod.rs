@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use fuselab::ir::builder::{sym, GraphBuilder};
-use fuselab::ir::{attr, Model};
+use fuselab::ir::{attr, verify::verify, Model};
+use fuselab::passes::{optimize, Trace};
 use fuselab::runtime::inputs::random_inputs;
 use fuselab::runtime::parity::{compare, ParityReport};
 use fuselab::runtime::reference::Executor;
-use fuselab::{DType, Limits};
+use fuselab::{DType, Limits, Tensor};
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -100,4 +101,44 @@ pub fn onnx_files(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// Deterministic f32 values in [-1, 1) of `shape`, different per `seed`.
+pub fn seeded_f32(shape: &[usize], seed: u32) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|i| {
+            (((i as u32 + 1).wrapping_mul(2654435761u32.wrapping_add(seed))) % 1000) as f32 / 500.0
+                - 1.0
+        })
+        .collect();
+    Tensor::F32(ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), v).unwrap())
+}
+
+/// `m` optimized by `rules` (every rule when empty), verified; and the trace.
+pub fn fuse(m: &Model, rules: &[&str]) -> (Model, Trace) {
+    let mut opt = m.clone();
+    let trace = optimize(&mut opt, rules).expect("optimize");
+    verify(&opt).expect("optimized graph verifies");
+    (opt, trace)
+}
+
+/// (op, count) pairs sorted, as `ops` returns them.
+pub fn counts(pairs: &[(&str, usize)]) -> Vec<(String, usize)> {
+    let mut v: Vec<(String, usize)> = pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+    v.sort();
+    v
+}
+
+/// Parity within `tol` at batch×seq 2×3 and 1×1.
+pub fn assert_parity_within(a: &Model, b: &Model, tol: f64) {
+    for (batch, seq) in [(2, 3), (1, 1)] {
+        let p = parity(a, b, &[("batch", batch), ("seq", seq)]);
+        println!("parity at {batch}x{seq}: max |diff| = {:e}", p.max_abs_diff);
+        assert!(
+            p.max_abs_diff <= tol,
+            "max diff {} at {batch}x{seq}",
+            p.max_abs_diff
+        );
+    }
 }
