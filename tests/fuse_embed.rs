@@ -310,9 +310,10 @@ fn bert_exports_fuse_their_embeddings() {
         assert_eq!(hist.get("LayerNormalization"), None, "{stem}");
         // With the embedding fused the sequence dim is `seq` everywhere, so both attention
         // blocks fuse too: 2 Casts + EmbedLayerNormalization, 2 mask Casts, 2 × 7 per layer,
-        // the pooler's Gather, Gemm and Tanh.
+        // the pooler's Gather and FusedGemm (Gemm + Tanh).
         assert_eq!(hist.get("Attention"), Some(&2), "{stem}");
-        assert_eq!(opt.graph.node_count(), 22, "{stem}");
+        assert_eq!(hist.get("FusedGemm"), Some(&1), "{stem}");
+        assert_eq!(opt.graph.node_count(), 21, "{stem}");
         assert!(
             trace.rejected.iter().all(|r| r.rule != "embed_layer_norm"),
             "{:?}",

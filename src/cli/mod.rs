@@ -53,7 +53,8 @@ enum Command {
         report: Option<PathBuf>,
         /// Comma-separated rules to run (default: all). Cleanup: dce, identity, const_fold,
         /// shape_fold, reshape_target, reshape_noop, cse, gemm_to_matmul. Fusions: add_eyelike,
-        /// layer_norm, embed_layer_norm, skip_layer_norm, gelu, bias_gelu, fast_gelu, attention.
+        /// layer_norm, embed_layer_norm, skip_layer_norm, gelu, bias_gelu, fast_gelu, attention,
+        /// gemm_activation.
         #[arg(long, value_delimiter = ',')]
         rules: Vec<String>,
         /// Skip the parity check (needed for models the reference backend cannot run).

@@ -594,6 +594,13 @@ fn infer_ms_node(g: &Graph, node: &Node) -> Vec<TensorType> {
                 }],
             )
         }
+        "FusedGemm" => {
+            // Gemm's output type: the activation keeps it.
+            let mut gemm = node.clone();
+            gemm.op_type = "Gemm".into();
+            gemm.domain = String::new();
+            infer_node(g, &gemm, 13)
+        }
         "EmbedLayerNormalization" => fit(node, embed_layer_norm_types(g, node, &x)),
         _ => vec![TensorType::default(); node.outputs.len()],
     }

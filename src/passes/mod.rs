@@ -11,6 +11,7 @@ pub mod fuse_bias_gelu;
 pub mod fuse_embed_layer_norm;
 pub mod fuse_fast_gelu;
 pub mod fuse_gelu;
+pub mod fuse_gemm_activation;
 pub mod fuse_layer_norm;
 pub mod fuse_skip_layer_norm;
 pub mod gemm_to_matmul;
@@ -46,6 +47,7 @@ pub const FUSION_RULES: &[&str] = &[
     "bias_gelu",
     "fast_gelu",
     "attention",
+    "gemm_activation",
 ];
 
 /// Every rule, in the order the engine runs them by default.
@@ -83,6 +85,7 @@ pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
         "bias_gelu" => Box::new(fuse_bias_gelu::FuseBiasGelu),
         "fast_gelu" => Box::new(fuse_fast_gelu::FuseFastGelu),
         "attention" => Box::new(fuse_attention::FuseAttention),
+        "gemm_activation" => Box::new(fuse_gemm_activation::FuseGemmActivation),
         _ => return None,
     })
 }

@@ -381,3 +381,19 @@ def test_embed_layer_norm_rejects_ids_outside_tables(fuselab, tmp_path, bad):
     r = fuselab(*args)
     assert r.returncode != 0, r.describe()
     assert f"{name}[{b}, {s}] = {value} is out of range" in r.stderr, r.describe()
+
+
+# ---------------------------------------------------------------------------------------------
+# FusedGemm (Gemm + activation, the `gemm_activation` fusion)
+
+
+@pytest.mark.parametrize("activation", ["Relu", "Tanh", "Sigmoid"])
+@pytest.mark.parametrize("trans_b", [0, 1], ids=["B", "Bt"])
+def test_fused_gemm(fuselab, tmp_path, activation, trans_b):
+    b_shape = (6, 8) if trans_b else (8, 6)
+    inputs = [("A", F32, (3, 8)), ("B", F32, b_shape), ("C", F32, (6,))]
+    node = helper.make_node("FusedGemm", ["A", "B", "C"], ["Y"], domain=MS,
+                            activation=activation, transB=trans_b, alpha=0.7, beta=1.3)
+    m = model(node, inputs, [("Y", F32)], 14)
+    check(fuselab, tmp_path, m, inputs, f"FusedGemm {activation} transB={trans_b}", seed=12,
+          scale=2.0)

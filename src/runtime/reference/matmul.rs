@@ -299,6 +299,30 @@ fn matmul_typed<T: MatElem>(
 
 /// Gemm: Y = alpha * A' * B' + beta * C with A', B' optionally transposed, C unidirectionally
 /// broadcast to [M, N]. Versions 11 and 13 differ only in types.
+/// com.microsoft FusedGemm: Gemm (same inputs and attributes), then `activation` (Relu, Tanh or
+/// Sigmoid) on the product through that op's own kernel, so fused and unfused compute the same
+/// values. Float32, as in onnxruntime.
+pub fn fused_gemm(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "FusedGemm";
+    let a = input(OP, inputs, 0)?;
+    if a.dtype() != crate::tensor::DType::F32 {
+        return Err(unsupported_type(OP, a.dtype()));
+    }
+    let act: super::Kernel = match ctx.node.attr_string("activation").as_deref() {
+        Some("Relu") => super::elementwise::relu,
+        Some("Tanh") => super::elementwise::tanh,
+        Some("Sigmoid") => super::elementwise::sigmoid,
+        other => {
+            return Err(format!(
+                "{OP}: activation {other:?} is not supported (Relu, Tanh, Sigmoid)"
+            ))
+        }
+    };
+    let y = gemm(ctx, inputs)?;
+    let y: Vec<Option<&Tensor>> = y.iter().map(Some).collect();
+    act(ctx, &y)
+}
+
 pub fn gemm(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "Gemm";
     let a = input(OP, inputs, 0)?;

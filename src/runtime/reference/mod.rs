@@ -103,6 +103,7 @@ const KERNELS: &[(&str, &str, Kernel)] = &[
         embed::embed_layer_norm,
     ),
     (MS_DOMAIN, "Attention", attention::attention),
+    (MS_DOMAIN, "FusedGemm", matmul::fused_gemm),
 ];
 
 const SUPPORTED: &[(&str, &str)] = &{
@@ -138,7 +139,7 @@ mod tests {
         for &(d, op) in supported_ops() {
             assert!(lookup(d, op).is_some(), "{d}:{op}");
         }
-        assert_eq!(supported_ops().len(), 55);
+        assert_eq!(supported_ops().len(), 56);
         assert!(lookup("ai.onnx", "Add").is_some());
         assert!(lookup(FUSELAB_DOMAIN, "AddEyeLike").is_some());
         assert!(lookup("", "AddEyeLike").is_none());
