@@ -25,7 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = [("gpt2_tiny", "gpt2"), ("gpt2_tiny_op17", "gpt2"), ("bert_tiny", "bert"),
           ("bert_tiny_op17", "bert")]
 FUSED = ["SkipLayerNormalization", "LayerNormalization", "Gelu", "FastGelu", "BiasGelu",
-         "Attention", "EmbedLayerNormalization"]
+         "Attention", "EmbedLayerNormalization", "FusedGemm"]
 
 
 def fmt(h: Counter) -> str:
