@@ -149,8 +149,10 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
             }
         };
         scale = if op.is("Div") { 1.0 / c } else { c };
-        if !scale.is_finite() {
-            return Err(format!("scale {scale} is not finite"));
+        // Attention reads scale 0 as "the default 1/sqrt(D)": a zero or non-finite f32 scale
+        // cannot be expressed.
+        if !(scale as f32).is_finite() || scale as f32 == 0.0 {
+            return Err(format!("scale {scale} is zero or not finite in float32"));
         }
         scores = qk;
         removed.push(op_id);
@@ -243,6 +245,14 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     fused.set_attr(attr::float("scale", scale as f32));
     if let Some(m) = proved {
         fused.set_attr(attr::float("mask_filter_value", m.filter as f32));
+        // onnxruntime masks future keys with the lowest float (set, not added to), whatever
+        // mask_filter_value is: only F = f32::MIN keeps the causal part exact.
+        if m.causal && m.filter as f32 != f32::MIN {
+            return Err(format!(
+                "causal mask with filter {}: onnxruntime's causal masking uses the lowest float",
+                m.filter
+            ));
+        }
         if m.causal {
             fused.set_attr(attr::int("unidirectional", 1));
         }

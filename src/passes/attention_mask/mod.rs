@@ -335,6 +335,10 @@ impl Interp<'_> {
             "Unsqueeze" | "Squeeze" => {
                 let x = self.eval(inp(0)?)?;
                 let axes = axes_of(g, node, opset).ok_or_else(unsupported)?;
+                // Squeeze without axes drops every dim that is 1 at run time: not tracked.
+                if axes.is_empty() {
+                    return Err(unsupported());
+                }
                 squeeze_like(x, &axes, node.op_type == "Unsqueeze").ok_or_else(unsupported)
             }
             "Add" | "Sub" | "Mul" | "And" | "GreaterOrEqual" | "LessOrEqual" | "Where" => {
