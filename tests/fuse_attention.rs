@@ -44,6 +44,14 @@ struct Spec {
     probs_output: bool,
     /// The scale is a graph input, not a constant.
     scale_input: bool,
+    /// The Mul scale's value (when `mul_scale`).
+    scale: f32,
+    /// F in Where(keep, 0, F).
+    filter: f32,
+    /// F is written as (filter · 2) · 0.5, which float32 rounds to -inf when filter = MIN.
+    filter_chain: bool,
+    /// Static (batch, seq) instead of the named dims.
+    fixed: Option<(i64, i64)>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -63,6 +71,9 @@ enum Mask {
     Causal {
         strict: bool,
     },
+    /// Squeeze (no axes) of Padding's [B, 1, 1, T] condition: [B, T], which broadcasts over
+    /// (query, key) when B = T, not over keys.
+    SqueezeAll,
 }
 
 const BERT: Spec = Spec {
@@ -72,6 +83,10 @@ const BERT: Spec = Spec {
     cross: false,
     probs_output: false,
     scale_input: false,
+    scale: 0.5, // 1/√HEAD
+    filter: MIN,
+    filter_chain: false,
+    fixed: None,
 };
 
 fn projection(b: &mut GraphBuilder, x: ValueId, perm: &[i64], seed: u32) -> ValueId {
@@ -91,10 +106,17 @@ fn projection(b: &mut GraphBuilder, x: ValueId, perm: &[i64], seed: u32) -> Valu
 }
 
 /// The additive mask [B, 1, 1, T] (or [B, 1, T, 1] for QueryAxis) from A [batch, seq] int64.
-fn mask(b: &mut GraphBuilder, a: ValueId, kind: Mask) -> ValueId {
+fn mask(b: &mut GraphBuilder, a: ValueId, spec: Spec) -> ValueId {
+    let kind = spec.mask;
     let bool_a = b.op("Cast", &[a], vec![attr::int("to", DType::BOOL.0 as i64)]);
     let zero = scalar(b, "mask_zero", 0.0);
-    let min = scalar(b, "mask_min", MIN);
+    let mut min = scalar(b, "mask_min", spec.filter);
+    if spec.filter_chain {
+        let two = scalar(b, "mask_two", 2.0);
+        let half = scalar(b, "mask_half", 0.5);
+        let doubled = b.op("Mul", &[min, two], vec![]);
+        min = b.op("Mul", &[doubled, half], vec![]);
+    }
     let cond = match kind {
         Mask::Padding | Mask::Inverted => {
             let axes = ints(b, "mask_axes", &[1, 2]);
@@ -150,6 +172,11 @@ fn mask(b: &mut GraphBuilder, a: ValueId, kind: Mask) -> ValueId {
             let pad = b.op("Unsqueeze", &[bool_a, axes], vec![]);
             b.op("And", &[causal, pad], vec![])
         }
+        Mask::SqueezeAll => {
+            let axes = ints(b, "mask_axes", &[1, 2]);
+            let up = b.op("Unsqueeze", &[bool_a, axes], vec![]);
+            b.op("Squeeze", &[up], vec![])
+        }
         Mask::None => unreachable!(),
     };
     if kind == Mask::Inverted {
@@ -161,12 +188,16 @@ fn mask(b: &mut GraphBuilder, a: ValueId, kind: Mask) -> ValueId {
 
 fn block(spec: Spec) -> Model {
     let mut b = GraphBuilder::new("attention", 14);
+    let (batch, seq) = match spec.fixed {
+        Some((b, s)) => (Dim::Known(b), Dim::Known(s)),
+        None => (sym("batch"), sym("seq")),
+    };
     let x = b.input(
         "x",
         DType::F32,
-        vec![sym("batch"), sym("seq"), Dim::Known(HIDDEN)],
+        vec![batch.clone(), seq.clone(), Dim::Known(HIDDEN)],
     );
-    let a = b.input("attention_mask", DType::I64, vec![sym("batch"), sym("seq")]);
+    let a = b.input("attention_mask", DType::I64, vec![batch, seq]);
     let q = projection(&mut b, x, &[0, 2, 1, 3], 1);
     let kperm: &[i64] = if spec.key_perm_ok {
         &[0, 2, 3, 1]
@@ -189,7 +220,7 @@ fn block(spec: Spec) -> Model {
         let c = b.input("scale", DType::F32, vec![]);
         b.op("Mul", &[qk, c], vec![])
     } else if spec.mul_scale {
-        let c = scalar(&mut b, "scale", 1.0 / (HEAD as f32).sqrt());
+        let c = scalar(&mut b, "scale", spec.scale);
         b.op("Mul", &[qk, c], vec![])
     } else {
         let c = scalar(&mut b, "sqrt_d", (HEAD as f32).sqrt());
@@ -197,8 +228,8 @@ fn block(spec: Spec) -> Model {
     };
     let logits = match spec.mask {
         Mask::None => scaled,
-        kind => {
-            let m = mask(&mut b, a, kind);
+        _ => {
+            let m = mask(&mut b, a, spec);
             b.op("Add", &[scaled, m], vec![])
         }
     };
@@ -572,4 +603,73 @@ fn attention_rejects_a_strictly_causal_mask() {
         ..BERT
     };
     assert_not_fused(spec, "Less 'less_");
+}
+
+#[test]
+fn attention_rejects_a_causal_mask_whose_filter_is_not_the_lowest_float() {
+    // onnxruntime sets future keys to the lowest float whatever mask_filter_value is: with
+    // F = -10000 the fused graph would differ from the original.
+    let spec = Spec {
+        mask: Mask::Causal { strict: false },
+        filter: -10000.0,
+        ..BERT
+    };
+    assert_not_fused(spec, "causal mask with filter -10000");
+}
+
+#[test]
+fn attention_fuses_a_padding_mask_whose_filter_is_not_the_lowest_float() {
+    // Without the causal part, any F is Attention's mask_filter_value.
+    let spec = Spec {
+        filter: -10000.0,
+        ..BERT
+    };
+    let m = block(spec);
+    let (opt, _) = fuse(&m);
+    assert_eq!(count(&opt, "Attention"), 1);
+    assert_eq!(
+        attention_node(&opt).attr_float("mask_filter_value"),
+        Some(-10000.0)
+    );
+    let d = diff_with_mask(&m, &opt, 2, 3, &[1, 0, 1, 0, 0, 1]);
+    assert!(d <= TOL, "{d}");
+}
+
+#[test]
+fn attention_rejects_a_squeeze_without_axes_in_the_mask() {
+    // Squeeze without axes also drops batch and seq when they are 1 at run time.
+    let spec = Spec {
+        mask: Mask::SqueezeAll,
+        fixed: Some((3, 3)),
+        ..BERT
+    };
+    let m = assert_rejected(spec, "Squeeze '");
+    let (opt, _) = fuse(&m);
+    assert!(parity(&m, &opt, &[]).max_abs_diff <= TOL);
+}
+
+#[test]
+fn attention_rejects_a_scale_of_zero() {
+    // Attention reads scale = 0 as "the default 1/√D".
+    for scale in [0.0, -0.0, 1e-46] {
+        let spec = Spec { scale, ..BERT };
+        assert_not_fused(spec, "zero or not finite in float32");
+    }
+}
+
+#[test]
+fn attention_mask_constants_round_to_float32() {
+    // (MIN · 2) · 0.5 is -inf in float32; only the attention rule runs, so the interpreter
+    // itself folds it and must round as the graph does.
+    let spec = Spec {
+        filter_chain: true,
+        ..BERT
+    };
+    let m = block(spec);
+    let (opt, _) = common::fuse(&m, &["attention"]);
+    assert_eq!(count(&opt, "Attention"), 1);
+    assert_eq!(
+        attention_node(&opt).attr_float("mask_filter_value"),
+        Some(f32::NEG_INFINITY)
+    );
 }

@@ -29,6 +29,17 @@ impl Dim {
     pub fn is_undecided(&self) -> bool {
         matches!(self, Dim::Sym(s) if s.starts_with('?'))
     }
+
+    /// True when both dims are the same number or the same name. `Unknown` is never provably
+    /// equal to anything, itself included (the derived `==` says it is).
+    pub fn provably_eq(&self, other: &Dim) -> bool {
+        self == other && *self != Dim::Unknown
+    }
+}
+
+/// `Dim::provably_eq` over two whole shapes (ranks must match).
+pub fn dims_provably_eq(a: &[Dim], b: &[Dim]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.provably_eq(y))
 }
 
 fn unknown_dim<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
@@ -79,9 +90,7 @@ impl TensorType {
     /// True when both shapes are fully described and provably equal (same numbers, same names).
     pub fn same_shape_as(&self, other: &TensorType) -> bool {
         match (&self.shape, &other.shape) {
-            (Some(a), Some(b)) => {
-                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y && *x != Dim::Unknown)
-            }
+            (Some(a), Some(b)) => dims_provably_eq(a, b),
             _ => false,
         }
     }
@@ -149,5 +158,25 @@ impl fmt::Display for TensorType {
             }
             None => f.write_str("[?]"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_dims_are_never_provably_equal() {
+        assert!(!Dim::Unknown.provably_eq(&Dim::Unknown));
+        assert!(Dim::Known(3).provably_eq(&Dim::Known(3)));
+        assert!(Dim::Sym("seq".into()).provably_eq(&Dim::Sym("seq".into())));
+        assert!(!Dim::Sym("seq".into()).provably_eq(&Dim::Sym("batch".into())));
+        let named = [Dim::Sym("batch".into()), Dim::Known(8)];
+        assert!(dims_provably_eq(&named, &named));
+        assert!(!dims_provably_eq(
+            &[Dim::Unknown, Dim::Known(8)],
+            &[Dim::Unknown, Dim::Known(8)]
+        ));
+        assert!(!dims_provably_eq(&named, &named[..1]));
     }
 }

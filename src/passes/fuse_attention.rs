@@ -29,7 +29,7 @@
 //! padding.) The Cast through bool keeps `!= 0` exact for any integer mask value.
 
 use crate::ir::model::MS_DOMAIN;
-use crate::ir::types::{Dim, TensorType};
+use crate::ir::types::{dims_provably_eq, Dim, TensorType};
 use crate::ir::{attr, Model, Node, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::passes::attention_mask::attention_mask;
@@ -208,14 +208,14 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
         return Err(format!("input '{}' is not rank 3", g.name(x)));
     };
     let want_out = [xb.clone(), xs.clone(), Dim::Known(hidden)];
-    if g.value(out).ty.shape.as_deref() != Some(&want_out[..]) {
+    if !matches!(g.value(out).ty.shape.as_deref(), Some(o) if dims_provably_eq(o, &want_out)) {
         return Err(format!(
             "Reshape '{}' does not merge the heads back to [{xb}, {xs}, {hidden}]",
             rs.label(rs_id),
         ));
     }
     let want_scores = [xb.clone(), Dim::Known(heads), xs.clone(), xs.clone()];
-    if scores_shape != want_scores {
+    if !dims_provably_eq(&scores_shape, &want_scores) {
         return Err(format!(
             "scores '{}' are not [batch, heads, seq, seq]",
             g.name(scores)
@@ -288,7 +288,7 @@ fn heads_of(
     let lin_shape = g.value(lin).ty.shape.clone().unwrap_or_default();
     match (shape.as_slice(), lin_shape.as_slice()) {
         ([b, s, Dim::Known(n), Dim::Known(d)], [b2, s2, Dim::Known(h)])
-            if b == b2 && s == s2 && n * d == *h && *n > 0 =>
+            if b.provably_eq(b2) && s.provably_eq(s2) && n * d == *h && *n > 0 =>
         {
             Ok((vec![tr_id, rs_id], lin, *n, *d))
         }

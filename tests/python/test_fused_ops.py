@@ -274,8 +274,10 @@ ATTENTION_MASKS = {
         {},
         {"scale": 0.3, "mask_filter_value": float(np.finfo(np.float32).min)},
         {"unidirectional": 1, "mask_filter_value": float(np.finfo(np.float32).min)},
+        # Padded keys get -10000 added, later keys the lowest float (not -10000).
+        {"unidirectional": 1},
     ],
-    ids=["defaults", "scale_and_filter", "causal"],
+    ids=["defaults", "scale_and_filter", "causal", "causal_default_filter"],
 )
 def test_attention(fuselab, tmp_path, mask, attrs):
     rng = np.random.default_rng(11)

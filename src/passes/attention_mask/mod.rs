@@ -565,10 +565,16 @@ fn elementwise(op: &str, args: &[Abs], out_dtype: Option<DType>) -> Option<Abs> 
     let elem = match (op, e.as_slice()) {
         ("Add" | "Sub" | "Mul", [a, b]) if args[0].dtype.is_float() => {
             let (x, y) = (float(a)?, float(b)?);
-            Elem::Float(match op {
+            let exact = match op {
                 "Add" => x + y,
                 "Sub" => x - y,
                 _ => x * y,
+            };
+            // Round as the graph does: (MIN * 2) * 0.5 is -inf in float32, not MIN.
+            Elem::Float(if args[0].dtype == DType::F32 {
+                exact as f32 as f64
+            } else {
+                exact
             })
         }
         ("Add", [a, b]) => Elem::Int(int(a)?.add(&int(b)?)?),

@@ -9,8 +9,9 @@
 //! The packed projection is one matrix product; then per (batch, head) the [S, S] scores are one
 //! product, each row is scaled, masked and normalized in place by the Softmax kernel's row
 //! routine, and one more product applies them to V: the [B, N, S, S] tensor is never built, and
-//! the products are the MatMul kernel's. With `unidirectional = 1` key k is also
-//! masked for queries q < k (causal). Supported: no past state, no attention bias, equal Q/K/V
+//! the products are the MatMul kernel's. With `unidirectional = 1` key k is also masked for
+//! queries q < k (causal), and there the lowest float is added instead of `mask_filter_value`,
+//! as onnxruntime's kernel does whatever `mask_filter_value` is. Supported: no past state, no attention bias, equal Q/K/V
 //! widths, mask absent or raw 2-D; anything else is an error naming what is not supported.
 
 use ndarray::{Array2, ArrayD, ArrayView2, IxDyn};
@@ -161,8 +162,9 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             let mut scores = sgemm(q.view(), kt.view());
             for (qi, mut srow) in scores.rows_mut().into_iter().enumerate() {
                 let srow = srow.as_slice_mut().ok_or("scores are row-major")?;
-                // A masked score gets the filter value added once, whichever of the causal and
-                // the padding mask hides it (as onnxruntime's CPU kernel does).
+                // A padded key gets the filter value added; a later key (causal) gets the lowest
+                // float added, padded or not (onnxruntime's CPU kernel: one additive mask value
+                // per score, the causal one overriding).
                 let visible = if causal { qi + 1 } else { s };
                 let (seen, later) = srow.split_at_mut(visible);
                 for (sc, &pad) in seen.iter_mut().zip(&padded[bi * s..]) {
@@ -173,7 +175,7 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
                     };
                 }
                 for sc in later {
-                    *sc = *sc * scale + filter;
+                    *sc = *sc * scale + f32::MIN;
                 }
                 softmax_row(srow);
             }
@@ -249,6 +251,21 @@ mod tests {
         let (e1, e2) = ((3.0f32 * 2.0).exp(), (3.0f32 * 3.0).exp());
         let want = (e1 * 2.0 + e2 * 3.0) / (e1 + e2);
         assert!((y[[0, 2, 0]] - want).abs() < 1e-5, "{}", y[[0, 2, 0]]);
+    }
+
+    /// The causal part adds the lowest float, not mask_filter_value: with the default -10000,
+    /// query 0 (its only key padded) still sees key 0 far above the later keys.
+    #[test]
+    fn causal_keys_get_the_lowest_float_whatever_the_filter() {
+        let x = f32s(&[1, 3, 1], &[1.0, 2.0, 3.0]);
+        let w = f32s(&[1, 3], &[1.0, 1.0, 1.0]);
+        let mask = i32s(&[1, 3], &[0, 1, 1]);
+        let mut n = node(1);
+        n.set_attr(attr::int("unidirectional", 1));
+        let y = run_at(attention, &n, 1, &[Some(&x), Some(&w), None, Some(&mask)]).unwrap();
+        let y = y[0].as_f32().unwrap();
+        assert!((y[[0, 0, 0]] - 1.0).abs() < 1e-6, "{}", y[[0, 0, 0]]);
+        assert!((y[[0, 1, 0]] - 2.0).abs() < 1e-6, "{}", y[[0, 1, 0]]);
     }
 
     #[test]
