@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what fuselab's build and tests need and is missing: the wasm32 rustup target,
 # wasm-bindgen-cli at the exact wasm-bindgen version in Cargo.lock (when the crate uses it),
-# a Python venv (.venv) with the pinned onnx/onnxruntime/numpy/pytest, and the regenerated ONNX
+# Debian's chromium + chromium-driver (and node/npm), the npm dev dependencies (npm ci), a
+# Python venv (.venv) with the pinned onnx/onnxruntime/numpy/pytest, and the regenerated ONNX
 # node-test corpus. Idempotent: each step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,26 @@ if [ -n "$wb" ]; then
     # No --locked: the CLI's own lockfile pins a crate version this registry does not serve.
     cargo install wasm-bindgen-cli --version "$wb"
   fi
+fi
+
+# Debian packages: headless Chromium + its WebDriver for the wasm and page tests, node/npm for
+# the page build (only what is missing; apt needs root, which CI is).
+need=()
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]} (apt)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+
+# npm dev dependencies, exactly as package-lock.json pins them (reinstalled when it changes).
+lock=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ "$(cat node_modules/.fuselab-lock 2>/dev/null || true)" != "$lock" ]; then
+  log "npm ci (package-lock.json)"
+  npm ci --no-audit --no-fund --loglevel=error
+  echo "$lock" > node_modules/.fuselab-lock
 fi
 
 if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then

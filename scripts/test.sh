@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every check fuselab has: format, lints, native and wasm builds, Rust tests (unit, integration,
-# ONNX conformance), and the Python client suite against onnxruntime. Run scripts/setup.sh first
+# ONNX conformance), the Python client suite against onnxruntime, and the page and npm package
+# tests in headless Chromium. Run scripts/setup.sh first
 # (.ci/run does both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,9 +14,7 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 step "cargo clippy (wasm32: lib and the wasm test)"
 cargo clippy --target wasm32-unknown-unknown --lib --test wasm -- -D warnings
-step "wasm build (wasm32-unknown-unknown, lib)"
-cargo build --lib --release --target wasm32-unknown-unknown
-step "wasm tests (wasm-bindgen-test-runner on node)"
+step "wasm API tests (wasm-bindgen-test-runner, headless Chromium via chromium-driver)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test --target wasm32-unknown-unknown --test wasm
 step "cargo test"
@@ -26,3 +25,9 @@ step "release CLI for the Python client tests"
 cargo build --release --bin fuselab
 step "pytest (onnx.checker + onnxruntime as the client)"
 FUSELAB_BIN="$PWD/target/release/fuselab" .venv/bin/python -m pytest -q tests/python
+step "npm package and demo site (wasm-bindgen --target web, wasm-opt, esbuild -> www/dist)"
+npm run build
+step "page end to end (playwright-core + Debian chromium)"
+FUSELAB_BIN="$PWD/target/release/fuselab" npm run test:e2e
+step "npm package: pack contents, TypeScript consumer, README example (Vite and plain module)"
+npm run test:pack

@@ -10,6 +10,7 @@ pub mod pipeline;
 pub mod report;
 pub mod runtime;
 pub mod tensor;
+pub mod view;
 
 pub use error::{Error, Result};
 pub use limits::Limits;

@@ -1,32 +1,128 @@
-//! The wasm build, run under wasm-bindgen-test-runner (node): the bundled example optimizes
-//! to one AddEyeLike node with exact parity, and bad bytes are an error, not a trap.
+//! The wasm API (src/wasm.rs) as the page calls it, run by wasm-bindgen-test-runner in headless
+//! Chromium (chromium-driver): the bundled example optimizes to one AddEyeLike with exact parity,
+//! the graph views link the fused node to the nodes it replaced, run and bench work, and bad
+//! input is an error naming what is wrong, not a trap.
 //!
 //! `CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 //!    cargo test --target wasm32-unknown-unknown --test wasm`
 #![cfg(target_arch = "wasm32")]
 
-use wasm_bindgen_test::wasm_bindgen_test;
+use fuselab::wasm::{Bench, WasmModel};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+
+wasm_bindgen_test_configure!(run_in_browser);
 
 const EXAMPLE: &[u8] = include_bytes!("../examples/eyelike_add.onnx");
 
+fn js(json: &str) -> JsValue {
+    js_sys::JSON::parse(json).unwrap()
+}
+
+/// A JS value as serde_json, to assert on.
+fn json(v: &JsValue) -> serde_json::Value {
+    let s: String = js_sys::JSON::stringify(v).unwrap().into();
+    serde_json::from_str(&s).unwrap()
+}
+
+fn error_text(e: wasm_bindgen::JsError) -> String {
+    let v: JsValue = e.into();
+    v.dyn_into::<js_sys::Error>().unwrap().message().into()
+}
+
 #[wasm_bindgen_test]
-fn optimizes_the_example_in_wasm() {
-    let out = fuselab::wasm::optimize(EXAMPLE, "", r#"{"N": 17}"#, true).unwrap();
-    let report: serde_json::Value = serde_json::from_str(&out.report()).unwrap();
+fn optimizes_the_example_and_links_fused_nodes() {
+    let m = WasmModel::load(EXAMPLE, JsValue::UNDEFINED).unwrap();
+    let summary = json(&m.summary().unwrap());
+    assert_eq!(summary["nodes"], 2);
+    assert_eq!(summary["inputs"][0]["shape"], serde_json::json!(["N", "N"]));
+    let o = m.optimize(js(r#"{"dims": {"N": 17}}"#)).unwrap();
+    let report = json(&o.report().unwrap());
     assert_eq!(report["nodes_before"], 2);
     assert_eq!(report["nodes_after"], 1);
     assert_eq!(report["fusions"]["AddEyeLike"], 1);
     assert_eq!(report["parity"]["ok"], true);
     assert_eq!(report["parity"]["max_abs_diff"], 0.0);
     assert_eq!(report["dims"]["N"], 17);
-    let summary: serde_json::Value =
-        serde_json::from_str(&fuselab::wasm::inspect(&out.model()).unwrap()).unwrap();
-    assert_eq!(summary["ops"]["AddEyeLike"], 1);
+
+    let after = json(&o.graph_after().unwrap());
+    let ops: Vec<&serde_json::Value> = after["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["kind"] == "op")
+        .collect();
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0]["op_type"], "AddEyeLike");
+    assert_eq!(ops[0]["fused"]["rule"], "add_eyelike");
+    let replaced = ops[0]["fused"]["replaced"].as_array().unwrap().clone();
+    assert_eq!(replaced.len(), 2);
+    let before = json(&o.graph_before().unwrap());
+    for n in before["nodes"].as_array().unwrap() {
+        if n["kind"] == "op" {
+            assert!(replaced.contains(&n["name"]), "{n}");
+            assert_eq!(n["fused_into"], ops[0]["name"]);
+        }
+    }
+    // One edge per wire: input → EyeLike, input → Add, EyeLike → Add, Add → output.
+    assert_eq!(before["edges"].as_array().unwrap().len(), 4);
+
+    let reloaded = WasmModel::load(&o.bytes().unwrap(), JsValue::UNDEFINED).unwrap();
+    assert_eq!(json(&reloaded.summary().unwrap())["ops"]["AddEyeLike"], 1);
 }
 
 #[wasm_bindgen_test]
-fn bad_bytes_are_errors() {
-    assert!(fuselab::wasm::optimize(&EXAMPLE[..EXAMPLE.len() / 2], "", "", true).is_err());
-    assert!(fuselab::wasm::optimize(EXAMPLE, "nope", "", true).is_err());
-    assert!(fuselab::wasm::inspect(b"\xff\xff\xff").is_err());
+fn runs_given_inputs_and_benches_both_graphs() {
+    let m = WasmModel::load(EXAMPLE, JsValue::UNDEFINED).unwrap();
+    let x = js_sys::Float32Array::from(&[1.0f32, 2.0, 3.0, 4.0][..]);
+    let inputs = js_sys::Object::new();
+    let t = js(r#"{"dtype": "float32", "shape": [2, 2]}"#);
+    js_sys::Reflect::set(&t, &"data".into(), &x).unwrap();
+    let name = json(&m.summary().unwrap())["inputs"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    js_sys::Reflect::set(&inputs, &name.as_str().into(), &t).unwrap();
+    let out = json(&m.run(inputs.into(), JsValue::UNDEFINED).unwrap());
+    let y = out.as_object().unwrap().values().next().unwrap();
+    assert_eq!(y["shape"], serde_json::json!([2, 2]));
+    // Typed arrays stringify as index → value objects.
+    assert_eq!(y["data"]["0"], 2.0);
+    assert_eq!(y["data"]["3"], 5.0);
+
+    let o = m.optimize(js(r#"{"dims": {"N": 8}}"#)).unwrap();
+    let mut b = Bench::new(&m, &o.model(), js(r#"{"dims": {"N": 8}}"#)).unwrap();
+    let now: js_sys::Function = js_sys::Function::new_no_args("return performance.now()");
+    let times = b.step(3, &now).unwrap();
+    assert_eq!(times.len(), 6);
+    assert!(times.iter().all(|t| *t >= 0.0), "{times:?}");
+    // Calibration doubles the runs per sample until one takes 2 ms: an 8×8 run takes microseconds.
+    let repeat = b.calibrate(2.0, &now).unwrap();
+    assert!(repeat > 1, "{repeat}");
+    assert_eq!(b.repeat(), repeat);
+    assert_eq!(b.step(2, &now).unwrap().len(), 4);
+    let broken: js_sys::Function = js_sys::Function::new_no_args("return 'soon'");
+    let e = error_text(b.step(1, &broken).err().unwrap());
+    assert!(e.contains("clock"), "{e}");
+}
+
+#[wasm_bindgen_test]
+fn bad_input_is_an_error_naming_it() {
+    let half = &EXAMPLE[..EXAMPLE.len() / 2];
+    assert!(WasmModel::load(half, JsValue::UNDEFINED).is_err());
+    assert!(WasmModel::load(b"\xff\xff\xff", JsValue::UNDEFINED).is_err());
+    let m = WasmModel::load(EXAMPLE, JsValue::UNDEFINED).unwrap();
+    let e = error_text(m.optimize(js(r#"{"rules": ["nope"]}"#)).err().unwrap());
+    assert!(e.contains("nope"), "{e}");
+    let e = error_text(m.optimize(js(r#"{"rulez": []}"#)).err().unwrap());
+    assert!(e.contains("rulez"), "{e}");
+    let e = error_text(
+        m.run(JsValue::UNDEFINED, js(r#"{"backend": "webgpu"}"#))
+            .err()
+            .unwrap(),
+    );
+    assert!(e.contains("webgpu"), "{e}");
+    let bad = js(r#"{"X": {"dtype": "float32", "shape": [3, 3], "data": null}}"#);
+    let e = error_text(m.run(bad, JsValue::UNDEFINED).err().unwrap());
+    assert!(e.contains("typed array"), "{e}");
 }

@@ -21,7 +21,9 @@ pub mod rewrite;
 
 use crate::ir::Model;
 use crate::{Error, Result};
-pub use rewrite::{Engine, Patch, Proposal, Rejection, RewriteEvent, Rule, StopReason, Trace};
+pub use rewrite::{
+    Engine, NodeRef, Patch, Proposal, Rejection, RewriteEvent, Rule, StopReason, Trace,
+};
 
 /// Rules that clean up or canonicalize rather than fuse, in the order the engine runs them.
 pub const CLEANUP_RULES: &[&str] = &[

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the npm package's wasm: cargo (wasm32, release) -> wasm-bindgen --target web -> pkg/
+# (fuselab.js, fuselab.d.ts, fuselab_bg.wasm), then shrinks the .wasm with wasm-opt -Oz from
+# npm's binaryen (Debian's is too old for current Rust output). Prints raw and gzipped sizes.
+# Needs `npm ci` first (for wasm-opt) and scripts/setup.sh (target, wasm-bindgen-cli).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --lib --profile wasm-release --target wasm32-unknown-unknown
+rm -rf pkg
+wasm-bindgen --target web --out-dir pkg --out-name fuselab \
+  target/wasm32-unknown-unknown/wasm-release/fuselab.wasm
+raw=$(stat -c %s pkg/fuselab_bg.wasm)
+node_modules/.bin/wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int \
+  --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue \
+  pkg/fuselab_bg.wasm -o pkg/fuselab_bg.opt.wasm
+mv pkg/fuselab_bg.opt.wasm pkg/fuselab_bg.wasm
+opt=$(stat -c %s pkg/fuselab_bg.wasm)
+gz=$(gzip -9 -c pkg/fuselab_bg.wasm | wc -c)
+rm -f pkg/.gitignore pkg/package.json
+printf 'pkg/fuselab_bg.wasm: %d bytes from wasm-bindgen, %d after wasm-opt -Oz, %d gzipped\n' \
+  "$raw" "$opt" "$gz"

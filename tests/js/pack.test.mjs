@@ -1,0 +1,109 @@
+// The npm package as a user gets it: `npm pack` ships exactly the package files; the tarball,
+// installed into a fresh app, type-checks a small TypeScript consumer (tsc --strict) and runs
+// the README's usage example both bundled by Vite and from a plain <script type="module">
+// (an import map, no bundler), in headless Chromium. Needs `npm run build:wasm` (pkg/).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { serve } from "../../www/serve.mjs";
+import { launch, within } from "./browser.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const tmp = mkdtempSync(join(tmpdir(), "fuselab-pack-"));
+const app = join(tmp, "app");
+const run = (cmd, args, cwd) => execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+let tarball, browser;
+
+/** The README's usage example: the first ```js block after its `usage-example` marker. */
+function readmeExample() {
+  const readme = readFileSync(join(root, "README.md"), "utf8");
+  const at = readme.indexOf("<!-- usage-example");
+  assert.ok(at >= 0, "README.md has no usage-example marker");
+  const m = /```js\n([\s\S]*?)```/.exec(readme.slice(at));
+  assert.ok(m, "no ```js block after the usage-example marker");
+  return m[1];
+}
+
+before(async () => {
+  const [packed] = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", tmp], root));
+  tarball = { path: join(tmp, packed.filename), files: packed.files.map((f) => f.path).sort() };
+  mkdirSync(join(app, "public"), { recursive: true });
+  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
+  run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", tarball.path], app);
+  browser = await launch();
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+test("npm pack ships exactly the package files", () => {
+  assert.deepEqual(tarball.files, [
+    "README.md",
+    "package.json",
+    "pkg/fuselab.d.ts",
+    "pkg/fuselab.js",
+    "pkg/fuselab_bg.wasm",
+    "pkg/fuselab_bg.wasm.d.ts",
+  ]);
+});
+
+test("a TypeScript consumer type-checks against the generated types (misuse does not)", () => {
+  for (const f of ["check.ts", "tsconfig.json"]) copyFileSync(join(root, "tests/js/consumer", f), join(app, f));
+  const tsc = join(root, "node_modules/typescript/bin/tsc");
+  try {
+    run("node", [tsc, "-p", "tsconfig.json"], app);
+  } catch (e) {
+    assert.fail(`tsc failed:\n${e.stdout}${e.stderr}`);
+  }
+});
+
+async function logsOf(url, until) {
+  const page = await browser.newPage();
+  const logs = [];
+  page.on("console", (m) => logs.push(m.text()));
+  page.on("pageerror", (e) => logs.push(`pageerror: ${e.message}`));
+  await within(30000, `load ${url}`, page.goto(url));
+  await page.waitForFunction(() => window.__done === true, null, { timeout: 30000 }).catch(() => {});
+  await page.close();
+  return logs.filter(until);
+}
+
+const example = () => `${readmeExample()}\nwindow.__done = true;\n`;
+const expectRun = (logs) => {
+  assert.equal(logs.filter((l) => l.startsWith("pageerror")).length, 0, logs.join("\n"));
+  assert.ok(logs.some((l) => /^2 -> 1 nodes \{"AddEyeLike":1\} parity ok: true$/.test(l)), logs.join("\n"));
+};
+
+test("the README example runs bundled by Vite from the tarball", async () => {
+  writeFileSync(join(app, "index.html"), '<!doctype html><script type="module" src="./main.js"></script>\n');
+  writeFileSync(join(app, "main.js"), example());
+  copyFileSync(join(root, "examples/eyelike_add.onnx"), join(app, "public/model.onnx"));
+  run("node", [join(root, "node_modules/vite/bin/vite.js"), "build", "--logLevel", "warn", "--base", "./"], app);
+  const { server, url } = await serve({ dir: join(app, "dist"), port: 0, base: "/" });
+  try {
+    expectRun(await logsOf(url, () => true));
+  } finally {
+    server.close();
+  }
+});
+
+test("the README example runs from a plain <script type=module> (import map, no bundler)", async () => {
+  const html = `<!doctype html>
+<script type="importmap">{ "imports": { "fuselab": "./node_modules/fuselab/pkg/fuselab.js" } }</script>
+<script type="module">
+${example()}</script>
+`;
+  writeFileSync(join(app, "plain.html"), html);
+  copyFileSync(join(root, "examples/eyelike_add.onnx"), join(app, "model.onnx"));
+  const { server, url } = await serve({ dir: app, port: 0, base: "/" });
+  try {
+    expectRun(await logsOf(`${url}plain.html`, () => true));
+  } finally {
+    server.close();
+  }
+});

@@ -1,0 +1,153 @@
+// End to end: the built demo (www/dist) served from a sub-path, in headless Chromium. Drops
+// gpt2_tiny on the page, checks the fused counts it shows against the CLI's report, runs a
+// 20-run benchmark, checks the chart, checks that no request left the local server, and saves a
+// screenshot. Needs `npm run build` and target/release/fuselab (scripts/test.sh builds both).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { serve } from "../../www/serve.mjs";
+import { launch, within } from "./browser.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const dist = join(root, "www", "dist");
+const cli = process.env.FUSELAB_BIN ?? join(root, "target", "release", "fuselab");
+const outDir = join(root, "target", "e2e");
+const tmp = mkdtempSync(join(tmpdir(), "fuselab-e2e-"));
+
+let server, url, browser, page;
+const requests = [];
+const errors = [];
+
+before(async () => {
+  assert.ok(existsSync(join(dist, "index.html")), "www/dist is missing: run `npm run build`");
+  assert.ok(existsSync(cli), `${cli} is missing: cargo build --release --bin fuselab`);
+  mkdirSync(outDir, { recursive: true });
+  ({ server, url } = await serve({ dir: dist, port: 0, base: "/demo/fuselab/" }));
+  browser = await launch();
+  page = await browser.newPage({ viewport: { width: 1400, height: 1000 }, acceptDownloads: true });
+  page.on("request", (r) => requests.push(r.url()));
+  page.on("pageerror", (e) => errors.push(e.message));
+  await within(30000, "page load", page.goto(url));
+  await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("Ready"), null, { timeout: 30000 });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+function cliReport(model, dims) {
+  const report = join(tmp, "report.json");
+  const args = ["optimize", model, "-o", join(tmp, "cli.onnx"), "--report", report];
+  for (const [k, v] of Object.entries(dims)) args.push("--dim", `${k}=${v}`);
+  execFileSync(cli, args, { stdio: "pipe" });
+  return JSON.parse(readFileSync(report, "utf8"));
+}
+
+async function dropFiles(files) {
+  const payload = files.map((f) => ({ name: f.name, b64: readFileSync(f.path).toString("base64") }));
+  await page.evaluate((payload) => {
+    const dt = new DataTransfer();
+    for (const { name, b64 } of payload) {
+      const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      dt.items.add(new File([bytes], name));
+    }
+    const ev = new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true });
+    document.getElementById("drop").dispatchEvent(ev);
+  }, payload);
+}
+
+const statusText = () => page.textContent("#status");
+
+test("dropping gpt2_tiny shows the CLI's fused counts and linked before/after graphs", async () => {
+  await dropFiles([{ name: "gpt2_tiny.onnx", path: join(root, "tests/models/gpt2_tiny.onnx") }]);
+  await page.waitForFunction(() => /graphs shown|Could not/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
+  const text = await statusText();
+  assert.match(text, /graphs shown/, text);
+  const timing = await page.evaluate(() => window.fuselabTiming);
+  console.log(`# gpt2_tiny drop to graphs shown: ${timing.drop_to_graphs_ms.toFixed(0)} ms ` +
+    `(optimize ${timing.optimize_ms.toFixed(0)} ms, layout ${timing.layout_ms.toFixed(0)} ms)`);
+
+  const dims = await page.evaluate(() =>
+    Object.fromEntries([...document.querySelectorAll("#dim-fields input")].map((i) => [i.dataset.dim, Number(i.value)])));
+  assert.deepEqual(dims, { batch: 1, seq: 8 });
+  const cliR = cliReport(join(root, "tests/models/gpt2_tiny.onnx"), dims);
+  const shown = await page.evaluate(() =>
+    Object.fromEntries([...document.querySelectorAll("#fusions tbody tr[data-op]")].map((r) => [r.dataset.op, Number(r.dataset.count)])));
+  assert.deepEqual(shown, cliR.fusions);
+  assert.ok((shown.SkipLayerNormalization ?? 0) > 0, JSON.stringify(shown));
+  assert.equal(Number(await page.textContent("#nodes-before")), cliR.nodes_before);
+  assert.equal(Number(await page.textContent("#nodes-after")), cliR.nodes_after);
+  assert.equal(await page.textContent("#parity"), "outputs match");
+
+  // One drawn box per operator on each side, Constant nodes aside (they show as inputs).
+  const constants = (ops) => ops.Constant ?? 0;
+  assert.ok(constants(cliR.ops_before) > 0);
+  assert.equal(await page.locator("#graph-before .node.op").count(), cliR.nodes_before - constants(cliR.ops_before));
+  assert.equal(await page.locator("#graph-after .node.op").count(), cliR.nodes_after - constants(cliR.ops_after));
+  assert.match(await page.textContent("#caption-before"), new RegExp(`${cliR.nodes_before} nodes \\(${constants(cliR.ops_before)} Constant`));
+  const fused = page.locator("#graph-after .node.fused");
+  assert.ok((await fused.count()) > 0);
+  // Hovering a fused node lights up the original nodes it replaced, on the other side.
+  const skip = page.locator('#graph-after .node.fused:has(text:text-is("SkipLayerNormalization"))').first();
+  await skip.dispatchEvent("mouseenter");
+  const lit = await page.locator("#graph-before .node.lit").count();
+  assert.ok(lit >= 2, `lit before-nodes: ${lit}`);
+  await skip.dispatchEvent("mouseleave");
+  assert.equal(await page.locator(".node.lit").count(), 0);
+  // The inspector shows the fused node's provenance.
+  await skip.dispatchEvent("click");
+  assert.match(await page.textContent("#inspector"), /fused by skip_layer_norm/);
+});
+
+test("a 20-run benchmark draws its chart; WebGPU is reported, not silently used", async () => {
+  await page.fill("#runs", "20");
+  await page.click("#bench-run");
+  await page.waitForFunction(() => /speedup|failed/.test(document.getElementById("bench-result").textContent), null, { timeout: 120000 });
+  const result = await page.textContent("#bench-result");
+  assert.match(result, /speedup [\d.]+x/, result);
+  console.log(`# ${result}`);
+  assert.equal(await page.locator("#bench-chart .series.original circle").count(), 20);
+  assert.equal(await page.locator("#bench-chart .series.fused circle").count(), 20);
+  assert.equal(await page.locator("#bench-chart .median").count(), 2);
+  assert.equal(await page.getAttribute("#bench-progress", "value"), "20");
+  assert.ok(await page.locator('#backend option[value="webgpu"]').isDisabled());
+  const note = await page.textContent("#webgpu-note");
+  assert.match(note, /WebGPU/);
+  console.log(`# ${note}`);
+  await page.screenshot({ path: join(outDir, "page.png"), fullPage: true });
+});
+
+test("the downloaded optimized model is what the report says", async () => {
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#dl-model")]);
+  const saved = join(tmp, "downloaded.onnx");
+  await download.saveAs(saved);
+  assert.equal(download.suggestedFilename(), "gpt2_tiny.fused.onnx");
+  const info = JSON.parse(execFileSync(cli, ["inspect", saved, "--json"], { encoding: "utf8" }));
+  assert.equal(info.nodes, Number(await page.textContent("#nodes-after")));
+});
+
+test("a truncated model is an error on the page, and the page stays usable", async () => {
+  const bytes = readFileSync(join(root, "examples/eyelike_add.onnx"));
+  const cut = join(tmp, "cut.onnx");
+  writeFileSync(cut, bytes.subarray(0, bytes.length >> 1));
+  await dropFiles([{ name: "cut.onnx", path: cut }]);
+  await page.waitForFunction(() => document.getElementById("status").classList.contains("error"), null, { timeout: 30000 });
+  assert.match(await statusText(), /Could not load the model: .+/);
+  await page.click('[data-sample="eyelike_add.onnx"]');
+  await page.waitForFunction(() => /graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 30000 });
+  assert.equal(await page.textContent("#nodes-after"), "1");
+  assert.equal(await page.locator("#fusions tbody tr[data-op=AddEyeLike]").getAttribute("data-count"), "1");
+});
+
+test("nothing left the machine: every request went to the page's own server", () => {
+  const origin = new URL(url).origin;
+  const foreign = requests.filter((r) => !r.startsWith(origin + "/") && !r.startsWith("blob:") && !r.startsWith("data:"));
+  assert.deepEqual(foreign, []);
+  assert.ok(requests.some((r) => r.endsWith("/demo/fuselab/fuselab_bg.wasm")), requests.join("\n"));
+  assert.deepEqual(errors, []);
+});

@@ -1,0 +1,93 @@
+// The page's wasm work, off the main thread: load, optimize (+ graph layout), bench, download.
+// Protocol: the page posts { id, cmd, ...args }; the worker answers { id, ok: true, result } or
+// { id, ok: false, error }, and for long work posts { id, progress: { done, total } } meanwhile.
+import init, { Model, Bench } from "../../pkg/fuselab.js";
+import { layoutGraph } from "./layout.js";
+
+const ready = init({ module_or_path: new URL("./fuselab_bg.wasm", import.meta.url) });
+const now = () => performance.now();
+
+let original = null; // Model
+let optimized = null; // Optimized
+
+function pickModel(files) {
+  const onnx = files.filter((f) => f.name.toLowerCase().endsWith(".onnx"));
+  if (onnx.length === 0) throw new Error("no .onnx file among the dropped files");
+  if (onnx.length > 1) throw new Error(`drop one .onnx at a time (got ${onnx.map((f) => f.name).join(", ")})`);
+  const external = {};
+  for (const f of files) if (f !== onnx[0]) external[f.name] = f.bytes;
+  return { model: onnx[0], external };
+}
+
+const commands = {
+  async ping() {
+    return true;
+  },
+
+  async load({ files }) {
+    const { model, external } = pickModel(files);
+    original?.free();
+    optimized?.free();
+    original = optimized = null; // a failed load leaves no freed model behind
+    original = Model.load(model.bytes, Object.keys(external).length ? external : undefined);
+    return { name: model.name, bytes: model.bytes.length, summary: original.summary() };
+  },
+
+  async optimize({ dims }) {
+    if (!original) throw new Error("load a model first");
+    optimized?.free();
+    optimized = null;
+    const t0 = now();
+    optimized = original.optimize({ dims });
+    const t1 = now();
+    const before = layoutGraph(optimized.graphBefore());
+    const after = layoutGraph(optimized.graphAfter());
+    const t2 = now();
+    return { report: optimized.report(), before, after, optimize_ms: t1 - t0, layout_ms: t2 - t1 };
+  },
+
+  async bench({ runs, dims, backend }, progress) {
+    if (!optimized) throw new Error("optimize first");
+    const opt = optimized.model();
+    const bench = new Bench(original, opt, { dims, backend });
+    try {
+      const repeat = bench.calibrate(1, now);
+      const original_ms = [];
+      const optimized_ms = [];
+      const batch = Math.max(1, Math.ceil(runs / 50));
+      for (let done = 0; done < runs; ) {
+        const n = Math.min(batch, runs - done);
+        const t = bench.step(n, now);
+        for (let i = 0; i < n; i++) {
+          original_ms.push(t[2 * i]);
+          optimized_ms.push(t[2 * i + 1]);
+        }
+        done += n;
+        progress({ done, total: runs });
+        await new Promise((r) => setTimeout(r, 0)); // let progress messages out
+      }
+      return { repeat, original_ms, optimized_ms };
+    } finally {
+      bench.free();
+      opt.free();
+    }
+  },
+
+  async optimizedBytes() {
+    if (!optimized) throw new Error("optimize first");
+    return optimized.bytes();
+  },
+};
+
+self.onmessage = async ({ data }) => {
+  const { id, cmd, ...args } = data;
+  try {
+    await ready;
+    const fn = commands[cmd];
+    if (!fn) throw new Error(`unknown command ${cmd}`);
+    const result = await fn(args, (p) => self.postMessage({ id, progress: p }));
+    self.postMessage({ id, ok: true, result });
+  } catch (e) {
+    self.postMessage({ id, ok: false, error: e instanceof Error ? e.message : String(e) });
+  }
+};
