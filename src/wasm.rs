@@ -396,18 +396,27 @@ impl Bench {
         self.repeat
     }
 
-    /// Sets `repeat` so that one sample of the faster graph takes at least `min_ms` by `now`
-    /// (capped at 10,000 runs); returns it. Browsers coarsen `performance.now()` (to 0.1 ms
-    /// unless the page is cross-origin isolated), which sub-millisecond models fall under.
+    /// Warms both graphs up, then sets `repeat` so that one sample of the faster graph takes at
+    /// least `min_ms` by `now` (capped at 10,000 runs); returns it. Warm-up: pairs of runs for
+    /// `WARM_UP_MS` (3 to 1,000 pairs), because engines first run wasm through a baseline
+    /// compiler and tier hot functions up in the background: in Chromium, 20 runs of gpt2_tiny
+    /// right after loading measured its unfused graph (many distinct kernels) at 1.7 ms, against
+    /// 0.9 ms a second later; 200 ms of warm-up was not enough. Calibration: browsers coarsen `performance.now()`
+    /// (to 0.1 ms unless the page is cross-origin isolated), which sub-millisecond models fall
+    /// under.
     pub fn calibrate(&mut self, min_ms: f64, now: &js_sys::Function) -> Result<u32, JsError> {
         let limits = Limits::default();
+        let a = Executor::new(&self.original, &limits).map_err(err)?;
         let ex = Executor::new(&self.optimized, &limits).map_err(err)?;
-        // Warm both graphs first (allocator, caches): the first runs are the slowest.
-        Executor::new(&self.original, &limits)
-            .and_then(|a| a.run(&self.inputs))
-            .map_err(err)?;
-        ex.run(&self.inputs).map_err(err)?;
         let clock = clock_of(now);
+        let start = clock()?;
+        for pair in 0..1000 {
+            if pair >= 3 && clock()? - start >= WARM_UP_MS {
+                break;
+            }
+            a.run(&self.inputs).map_err(err)?;
+            ex.run(&self.inputs).map_err(err)?;
+        }
         let mut runs = 1u32;
         loop {
             let t0 = clock()?;
@@ -452,6 +461,9 @@ impl Bench {
         Ok(out)
     }
 }
+
+/// How long `Bench::calibrate` runs both graphs before measuring.
+const WARM_UP_MS: f64 = 1000.0;
 
 fn clock_of(now: &js_sys::Function) -> impl Fn() -> Result<f64, JsError> + '_ {
     move || {

@@ -126,3 +126,85 @@ fn bad_input_is_an_error_naming_it() {
     let e = error_text(m.run(bad, JsValue::UNDEFINED).err().unwrap());
     assert!(e.contains("typed array"), "{e}");
 }
+
+/// `Y = X + W` with W (float32[2]) stored in the external file `w.bin`.
+fn external_data_model() -> Vec<u8> {
+    use fuselab::onnx::proto::{
+        data_type, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
+        TensorProto, ValueInfoProto, DATA_LOCATION_EXTERNAL,
+    };
+    use prost::Message;
+    let vi = |name: &str| ValueInfoProto {
+        name: name.into(),
+        r#type: Some(
+            fuselab::ir::TensorType::new(fuselab::DType::F32, vec![fuselab::ir::Dim::Known(2)])
+                .to_proto(),
+        ),
+        ..Default::default()
+    };
+    let entry = |k: &str, v: &str| StringStringEntryProto {
+        key: k.into(),
+        value: v.into(),
+    };
+    ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(GraphProto {
+            name: "g".into(),
+            node: vec![NodeProto {
+                op_type: "Add".into(),
+                name: "add".into(),
+                input: vec!["X".into(), "W".into()],
+                output: vec!["Y".into()],
+                ..Default::default()
+            }],
+            initializer: vec![TensorProto {
+                name: "W".into(),
+                dims: vec![2],
+                data_type: data_type::FLOAT,
+                data_location: DATA_LOCATION_EXTERNAL,
+                external_data: vec![entry("location", "w.bin"), entry("length", "8")],
+                ..Default::default()
+            }],
+            input: vec![vi("X")],
+            output: vec![vi("Y")],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+#[wasm_bindgen_test]
+fn external_data_files_come_with_the_model() {
+    let bytes = external_data_model();
+    let e = error_text(WasmModel::load(&bytes, JsValue::UNDEFINED).err().unwrap());
+    assert!(e.contains("w.bin"), "{e}");
+
+    let w: Vec<u8> = [1.5f32, -2.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let files = js_sys::Object::new();
+    js_sys::Reflect::set(&files, &"w.bin".into(), &js_sys::Uint8Array::from(&w[..])).unwrap();
+    let m = WasmModel::load(&bytes, files.into()).unwrap();
+    let inputs = js(r#"{"X": {"dtype": "float32", "shape": [2]}}"#);
+    let x = js_sys::Reflect::get(&inputs, &"X".into()).unwrap();
+    js_sys::Reflect::set(
+        &x,
+        &"data".into(),
+        &js_sys::Float32Array::from(&[1.0f32, 1.0][..]),
+    )
+    .unwrap();
+    let out = json(&m.run(inputs, JsValue::UNDEFINED).unwrap());
+    assert_eq!(out["Y"]["data"]["0"], 2.5);
+    assert_eq!(out["Y"]["data"]["1"], -1.0);
+
+    let wrong = js_sys::Object::new();
+    js_sys::Reflect::set(&wrong, &"w.bin".into(), &JsValue::from(3)).unwrap();
+    let e = error_text(WasmModel::load(&bytes, wrong.into()).err().unwrap());
+    assert!(e.contains("'w.bin' is not a Uint8Array"), "{e}");
+}

@@ -265,7 +265,7 @@ $("bench-form").addEventListener("submit", async (e) => {
     const res = $("bench-result");
     res.dataset.speedup = String(mo / mf);
     res.textContent =
-      `${backend} backend, ${runs} runs each: original median ${mo.toFixed(4)} ms, fused median ` +
+      `${backend} backend, ${runs} interleaved runs each after a 1 s warm-up: original median ${mo.toFixed(4)} ms, fused median ` +
       `${mf.toFixed(4)} ms — speedup ${(mo / mf).toFixed(2)}x.${per}`;
   } catch (err) {
     $("bench-result").textContent = `Benchmark failed: ${err.message}`;
