@@ -42,6 +42,12 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 
+# Vite 8 (the consumer-app test) needs Node.js >= 20.19; this machine kind ships 20.20.
+if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'; then
+  echo "setup: Node.js $(node --version) is too old: the page build and tests need >= 20.19" >&2
+  exit 1
+fi
+
 # npm dev dependencies, exactly as package-lock.json pins them (reinstalled when it changes).
 lock=$(sha256sum package-lock.json | cut -d' ' -f1)
 if [ "$(cat node_modules/.fuselab-lock 2>/dev/null || true)" != "$lock" ]; then
