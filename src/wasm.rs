@@ -516,45 +516,29 @@ fn tensors_from_js(v: &JsValue) -> Result<HashMap<String, Tensor>, JsError> {
                 "input '{name}': data is not a {dtype} typed array"
             ))
         };
+        // One arm per dtype: the typed array it must be, and the Tensor variant it becomes.
+        macro_rules! typed {
+            ($js:ty, $variant:ident) => {
+                Tensor::$variant(array(
+                    &name,
+                    &shape,
+                    data.dyn_ref::<$js>().ok_or_else(bad)?.to_vec(),
+                )?)
+            };
+        }
         let tensor = match dtype.as_str() {
-            "float32" => Tensor::F32(array(
-                &name,
-                &shape,
-                data.dyn_into::<js_sys::Float32Array>()
-                    .map_err(|_| bad())?
-                    .to_vec(),
-            )?),
-            "float64" => Tensor::F64(array(
-                &name,
-                &shape,
-                data.dyn_into::<js_sys::Float64Array>()
-                    .map_err(|_| bad())?
-                    .to_vec(),
-            )?),
-            "int32" => Tensor::I32(array(
-                &name,
-                &shape,
-                data.dyn_into::<js_sys::Int32Array>()
-                    .map_err(|_| bad())?
-                    .to_vec(),
-            )?),
-            "int64" => Tensor::I64(array(
-                &name,
-                &shape,
-                data.dyn_into::<js_sys::BigInt64Array>()
-                    .map_err(|_| bad())?
-                    .to_vec(),
-            )?),
-            "bool" => Tensor::Bool(array(
-                &name,
-                &shape,
-                data.dyn_into::<js_sys::Uint8Array>()
-                    .map_err(|_| bad())?
-                    .to_vec()
-                    .into_iter()
-                    .map(|b| b != 0)
-                    .collect(),
-            )?),
+            "float32" => typed!(js_sys::Float32Array, F32),
+            "float64" => typed!(js_sys::Float64Array, F64),
+            "int32" => typed!(js_sys::Int32Array, I32),
+            "int64" => typed!(js_sys::BigInt64Array, I64),
+            "bool" => {
+                let bytes = data.dyn_ref::<js_sys::Uint8Array>().ok_or_else(bad)?;
+                Tensor::Bool(array(
+                    &name,
+                    &shape,
+                    bytes.to_vec().into_iter().map(|b| b != 0).collect(),
+                )?)
+            }
             d => {
                 return Err(JsError::new(&format!(
                     "input '{name}': dtype '{d}' is not one of float32, float64, int32, int64, bool"
@@ -576,23 +560,17 @@ fn array<T>(name: &str, shape: &[usize], data: Vec<T>) -> Result<ArrayD<T>, JsEr
 }
 
 fn tensor_to_js(t: &Tensor) -> Result<JsValue, JsError> {
+    macro_rules! typed {
+        ($js:ty, $a:expr) => {
+            <$js>::from($a.iter().copied().collect::<Vec<_>>().as_slice()).into()
+        };
+    }
     let data: JsValue = match t {
-        Tensor::F32(a) => {
-            js_sys::Float32Array::from(a.iter().copied().collect::<Vec<_>>().as_slice()).into()
-        }
-        Tensor::F64(a) => {
-            js_sys::Float64Array::from(a.iter().copied().collect::<Vec<_>>().as_slice()).into()
-        }
-        Tensor::I32(a) => {
-            js_sys::Int32Array::from(a.iter().copied().collect::<Vec<_>>().as_slice()).into()
-        }
-        Tensor::I64(a) => {
-            js_sys::BigInt64Array::from(a.iter().copied().collect::<Vec<_>>().as_slice()).into()
-        }
-        Tensor::Bool(a) => {
-            js_sys::Uint8Array::from(a.iter().map(|&b| b as u8).collect::<Vec<_>>().as_slice())
-                .into()
-        }
+        Tensor::F32(a) => typed!(js_sys::Float32Array, a),
+        Tensor::F64(a) => typed!(js_sys::Float64Array, a),
+        Tensor::I32(a) => typed!(js_sys::Int32Array, a),
+        Tensor::I64(a) => typed!(js_sys::BigInt64Array, a),
+        Tensor::Bool(a) => typed!(js_sys::Uint8Array, a.mapv(|b| b as u8)),
     };
     let o = js_sys::Object::new();
     let shape = js_sys::Array::new();

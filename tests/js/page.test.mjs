@@ -131,6 +131,35 @@ test("the downloaded optimized model is what the report says", async () => {
   assert.equal(info.nodes, Number(await page.textContent("#nodes-after")));
 });
 
+test("the report JSON download is the report the page shows", async () => {
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#dl-report")]);
+  const saved = join(tmp, "report.json");
+  await download.saveAs(saved);
+  assert.equal(download.suggestedFilename(), "gpt2_tiny.report.json");
+  const report = JSON.parse(readFileSync(saved, "utf8"));
+  assert.equal(report.nodes_before, Number(await page.textContent("#nodes-before")));
+  assert.equal(report.nodes_after, Number(await page.textContent("#nodes-after")));
+  assert.equal(report.parity.ok, true);
+  assert.equal(report.rejected.length, Number(await page.textContent("#rejected-count")));
+});
+
+test("the wheel zooms and a drag pans the graph", async () => {
+  const svg = page.locator("#graph-before");
+  const viewBox = async () => (await svg.getAttribute("viewBox")).split(" ").map(Number);
+  const box = await svg.boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  const [, , w0] = await viewBox();
+  await page.mouse.wheel(0, -300);
+  await page.waitForFunction((w) => Number(document.getElementById("graph-before").getAttribute("viewBox").split(" ")[2]) < w, w0);
+  const [x1, y1, w1] = await viewBox();
+  assert.ok(w1 < w0, `zoomed in: ${w1} < ${w0}`);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width / 2 + 80, box.y + box.height / 2 + 60, { steps: 4 });
+  await page.mouse.up();
+  const [x2, y2] = await viewBox();
+  assert.ok(x2 < x1 && y2 < y1, `panned: ${[x1, y1]} -> ${[x2, y2]}`);
+});
+
 test("a truncated model is an error on the page, and the page stays usable", async () => {
   const bytes = readFileSync(join(root, "examples/eyelike_add.onnx"));
   const cut = join(tmp, "cut.onnx");
@@ -142,6 +171,22 @@ test("a truncated model is an error on the page, and the page stays usable", asy
   await page.waitForFunction(() => /graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 30000 });
   assert.equal(await page.textContent("#nodes-after"), "1");
   assert.equal(await page.locator("#fusions tbody tr[data-op=AddEyeLike]").getAttribute("data-count"), "1");
+});
+
+test("the file picker loads a model too (bert_tiny), and a dims change re-optimizes", async () => {
+  await page.setInputFiles("#file", join(root, "tests/models/bert_tiny.onnx"));
+  await page.waitForFunction(() => /^bert_tiny\.onnx: .*graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
+  const cliR = cliReport(join(root, "tests/models/bert_tiny.onnx"), { batch: 2, seq: 5 });
+  await page.fill('#dim-fields input[data-dim="batch"]', "2");
+  await page.fill('#dim-fields input[data-dim="seq"]', "5");
+  await page.evaluate(() => { document.getElementById("status").textContent = ""; });
+  await page.click('#dims button[type="submit"]');
+  await page.waitForFunction(() => /graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
+  const shown = await page.evaluate(() =>
+    Object.fromEntries([...document.querySelectorAll("#fusions tbody tr[data-op]")].map((r) => [r.dataset.op, Number(r.dataset.count)])));
+  assert.deepEqual(shown, cliR.fusions);
+  assert.ok(shown.Attention > 0 && shown.EmbedLayerNormalization > 0, JSON.stringify(shown));
+  assert.equal(await page.textContent("#parity"), "outputs match");
 });
 
 test("nothing left the machine: every request went to the page's own server", () => {
