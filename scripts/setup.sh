@@ -31,12 +31,14 @@ if [ -n "$wb" ]; then
 fi
 
 # Debian packages: headless Chromium + its WebDriver for the wasm and page tests, node/npm for
-# the page build (only what is missing; apt needs root, which CI is).
+# the page build, lavapipe for the WebGPU backend (only what is missing; apt needs root, which CI is).
 need=()
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+# Mesa's lavapipe: a CPU Vulkan driver, so the WebGPU backend's tests run without a GPU.
+ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || need+=(mesa-vulkan-drivers)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]} (apt)"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

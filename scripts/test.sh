@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# wgpu (the WebGPU backend's tests, on lavapipe) warns without a runtime dir.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/fuselab-xdg-$(id -u)}"
+mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
+
 step() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 
 step "cargo fmt --check"

@@ -447,7 +447,7 @@ impl Bench {
         let clock = clock_of(now);
         let mut out = vec![0.0; 2 * pairs as usize];
         for i in 0..pairs as usize {
-            let order = if (self.done as usize + i) % 2 == 0 {
+            let order = if (self.done as usize + i).is_multiple_of(2) {
                 [0, 1]
             } else {
                 [1, 0]

@@ -3,3 +3,4 @@
 pub mod inputs;
 pub mod parity;
 pub mod reference;
+pub mod webgpu;

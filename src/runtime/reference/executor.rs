@@ -29,6 +29,10 @@ struct Step {
 pub trait StepObserver {
     fn before(&mut self, node: NodeId);
     fn after(&mut self, node: NodeId);
+    /// Each value a node wrote, right after it is stored (the WebGPU backend reads shapes and
+    /// types off one traced run).
+    #[inline(always)]
+    fn produced(&mut self, _value: ValueId, _tensor: &Tensor) {}
 }
 
 /// The observer `run` uses: does nothing, and compiles away.
@@ -254,6 +258,7 @@ impl<'m> Executor<'m> {
             }
             for (slot, t) in node.outputs.iter().zip(outs) {
                 if let Some(v) = slot {
+                    obs.produced(*v, &t);
                     slots[v.0 as usize] = Slot::Owned(t);
                 }
             }

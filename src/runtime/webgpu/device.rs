@@ -1,0 +1,143 @@
+//! The GPU: one adapter, device and queue (wgpu: the browser's WebGPU in wasm, Vulkan natively,
+//! where Mesa's lavapipe is a CPU implementation CI can run).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use crate::{Error, Result};
+
+/// A device to prepare sessions on. Cheap to clone: sessions hold clones of its handles.
+#[derive(Clone)]
+pub struct Gpu {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) limits: wgpu::Limits,
+    info: wgpu::AdapterInfo,
+    lost: Arc<Mutex<Option<String>>>,
+}
+
+pub(crate) fn gpu_err(msg: impl std::fmt::Display) -> Error {
+    Error::Other(format!("webgpu: {msg}"))
+}
+
+impl Gpu {
+    /// Finds an adapter and opens a device with the adapter's own limits. No adapter (no GPU, no
+    /// driver, a browser without WebGPU) is an error that says so; callers may fall back to the
+    /// reference backend, and should say that they did.
+    pub async fn new() -> Result<Gpu> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = wgpu::Backends::VULKAN | wgpu::Backends::BROWSER_WEBGPU;
+        let instance = wgpu::Instance::new(desc);
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| {
+                gpu_err(format!(
+                    "no adapter ({e}); natively this needs a Vulkan driver (Mesa's lavapipe: \
+                     apt-get install mesa-vulkan-drivers), in a browser WebGPU"
+                ))
+            })?;
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("fuselab"),
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| gpu_err(format!("cannot open the device: {e}")))?;
+        let lost = Arc::new(Mutex::new(None));
+        let flag = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            if let Ok(mut l) = flag.lock() {
+                *l = Some(format!("{reason:?}: {message}"));
+            }
+        });
+        Ok(Gpu {
+            device,
+            queue,
+            limits,
+            info: adapter.get_info(),
+            lost,
+        })
+    }
+
+    /// "llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan, Cpu)" and the like.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({:?}, {:?})",
+            self.info.name, self.info.backend, self.info.device_type
+        )
+    }
+
+    /// Largest buffer a kernel may bind.
+    pub fn max_binding_bytes(&self) -> u64 {
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
+    }
+
+    /// An error if the device was lost (driver reset, the browser took it back).
+    pub(crate) fn check_lost(&self) -> Result<()> {
+        match self.lost.lock().ok().and_then(|l| l.clone()) {
+            Some(why) => Err(gpu_err(format!(
+                "the device was lost ({why}); make a new Gpu and session"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Maps `buffer` for reading and waits: natively by polling the device, in the browser by
+/// awaiting the callback, which its event loop runs.
+pub(crate) async fn map_read(gpu: &Gpu, buffer: &wgpu::Buffer) -> Result<()> {
+    let shared = Arc::new(Mutex::new(Shared {
+        result: None,
+        waker: None,
+    }));
+    let s2 = shared.clone();
+    buffer.map_async(wgpu::MapMode::Read, .., move |r| {
+        if let Ok(mut s) = s2.lock() {
+            s.result = Some(r.map_err(|e| e.to_string()));
+            if let Some(w) = s.waker.take() {
+                w.wake();
+            }
+        }
+    });
+    #[cfg(not(target_arch = "wasm32"))]
+    gpu.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| gpu_err(format!("waiting for the device: {e}")))?;
+    let r = Oneshot(shared).await;
+    gpu.check_lost()?;
+    r.map_err(|e| gpu_err(format!("reading results back: {e}")))
+}
+
+struct Shared {
+    result: Option<std::result::Result<(), String>>,
+    waker: Option<Waker>,
+}
+
+struct Oneshot(Arc<Mutex<Shared>>);
+
+impl Future for Oneshot {
+    type Output = std::result::Result<(), String>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut s = match self.0.lock() {
+            Ok(s) => s,
+            Err(_) => return Poll::Ready(Err("poisoned".into())),
+        };
+        match s.result.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                s.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}

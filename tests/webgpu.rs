@@ -1,0 +1,462 @@
+//! The WebGPU backend against the reference backend: every kernel on random inputs (with
+//! broadcasting and sizes that are not multiples of the workgroup), and whole models.
+//!
+//! Its own harness (`harness = false` in Cargo.toml): a machine without a GPU adapter reports
+//! every case as skipped, with the reason, instead of passing it. Natively this runs on Mesa's
+//! lavapipe (`mesa-vulkan-drivers`), a CPU Vulkan. `cargo test --test webgpu [FILTER]`.
+
+mod common;
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use fuselab::ir::builder::{dims, GraphBuilder};
+use fuselab::ir::node::attr;
+use fuselab::ir::{Model, ValueId};
+use fuselab::runtime::reference::Executor;
+use fuselab::runtime::webgpu::{Gpu, GpuSession};
+use fuselab::{DType, Limits, Tensor};
+use ndarray::{ArrayD, IxDyn};
+
+use common::seeded_f32;
+
+type Case = (&'static str, fn(&Gpu));
+
+fn f32_in(b: &mut GraphBuilder, name: &str, shape: &[usize]) -> ValueId {
+    b.input(
+        name,
+        DType::F32,
+        dims(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>()),
+    )
+}
+
+fn i64_tensor(shape: &[usize], v: Vec<i64>) -> Tensor {
+    Tensor::I64(ArrayD::from_shape_vec(IxDyn(shape), v).unwrap())
+}
+
+/// Runs `m` on both backends with `inputs` and asserts every output within `tol`; returns the
+/// session's dispatch count.
+fn check(gpu: &Gpu, m: &Model, inputs: &[(&str, Tensor)], tol: f64) -> usize {
+    let inputs: HashMap<String, Tensor> = inputs
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .collect();
+    let limits = Limits::default();
+    let want = Executor::new(m, &limits).unwrap().run(&inputs).unwrap();
+    let s = pollster::block_on(GpuSession::for_inputs(gpu, m, &inputs, &limits)).unwrap();
+    let got = pollster::block_on(s.run(&inputs)).unwrap();
+    assert_eq!(want.len(), got.len());
+    for ((wn, w), (gn, gt)) in want.iter().zip(&got) {
+        assert_eq!(wn, gn);
+        assert_eq!(w.dtype(), gt.dtype(), "{wn}");
+        assert_eq!(w.shape(), gt.shape(), "{wn}");
+        // Mixed tolerance: absolute near zero, relative for large values.
+        let worst = w
+            .to_f64_vec()
+            .iter()
+            .zip(gt.to_f64_vec())
+            .map(|(a, b)| (a - b).abs() / (1.0 + a.abs()))
+            .fold(0.0f64, f64::max);
+        assert!(
+            worst <= tol,
+            "{wn}: max |gpu - reference| / (1 + |reference|) = {worst:e} > {tol:e}"
+        );
+    }
+    s.dispatches()
+}
+
+fn unary_and_binary_ops_broadcast(gpu: &Gpu) {
+    for op in ["Add", "Sub", "Mul", "Div", "Pow"] {
+        let mut b = GraphBuilder::new("g", 17);
+        let x = f32_in(&mut b, "x", &[7, 13, 3]);
+        let y = f32_in(&mut b, "y", &[13, 1]);
+        let z = b.op(op, &[x, y], vec![]);
+        b.output(z, "z");
+        // Pow of a negative base needs an integral exponent; use |x| + 0.5 as the base.
+        let xs = if op == "Pow" {
+            Tensor::F32(
+                seeded_f32(&[7, 13, 3], 1)
+                    .as_f32()
+                    .unwrap()
+                    .mapv(|v| v.abs() + 0.5),
+            )
+        } else {
+            seeded_f32(&[7, 13, 3], 1)
+        };
+        let ys = if op == "Div" {
+            Tensor::F32(seeded_f32(&[13, 1], 2).as_f32().unwrap().mapv(|v| v + 2.0))
+        } else {
+            seeded_f32(&[13, 1], 2)
+        };
+        let n = check(gpu, &b.build(), &[("x", xs), ("y", ys)], 1e-5);
+        assert_eq!(n, 1, "{op}");
+    }
+    for op in [
+        "Neg", "Abs", "Sqrt", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Relu",
+    ] {
+        let mut b = GraphBuilder::new("g", 17);
+        let x = f32_in(&mut b, "x", &[300]);
+        let z = b.op(op, &[x], vec![]);
+        b.output(z, "z");
+        let xs = seeded_f32(&[300], 3).as_f32().unwrap().mapv(|v| {
+            if matches!(op, "Sqrt" | "Log") {
+                v.abs() + 0.01
+            } else {
+                v * 4.0
+            }
+        });
+        check(gpu, &b.build(), &[("x", Tensor::F32(xs))], 2e-6);
+    }
+}
+
+fn comparisons_where_cast_expand(gpu: &Gpu) {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = f32_in(&mut b, "x", &[4, 65]);
+    let y = f32_in(&mut b, "y", &[65]);
+    let less = b.op("Less", &[x, y], vec![]);
+    let not = b.op("Not", &[less], vec![]);
+    let w = b.op("Where", &[not, x, y], vec![]);
+    let as_int = b.op("Cast", &[w], vec![attr::int("to", 7)]);
+    let back = b.op("Cast", &[as_int], vec![attr::int("to", 1)]);
+    let shape = b.initializer("shape", &Tensor::from_i64s(&[3, 4, 65]));
+    let big = b.op("Expand", &[back, shape], vec![]);
+    b.output(big, "z");
+    let xs = Tensor::F32(seeded_f32(&[4, 65], 4).as_f32().unwrap().mapv(|v| v * 9.0));
+    let ys = Tensor::F32(seeded_f32(&[65], 5).as_f32().unwrap().mapv(|v| v * 9.0));
+    check(gpu, &b.build(), &[("x", xs), ("y", ys)], 0.0);
+}
+
+fn matmul_batched_broadcast_and_vectors(gpu: &Gpu) {
+    for (a, bs) in [
+        (vec![2, 3, 37, 19], vec![19, 23]),
+        (vec![4, 1, 8, 16], vec![3, 16, 9]),
+        (vec![5], vec![5, 7]),
+        (vec![6, 33], vec![33]),
+        (vec![1, 64, 64], vec![64, 130]),
+    ] {
+        let mut b = GraphBuilder::new("g", 17);
+        let x = f32_in(&mut b, "a", &a);
+        let y = f32_in(&mut b, "b", &bs);
+        let z = b.op("MatMul", &[x, y], vec![]);
+        b.output(z, "z");
+        check(
+            gpu,
+            &b.build(),
+            &[("a", seeded_f32(&a, 6)), ("b", seeded_f32(&bs, 7))],
+            1e-5,
+        );
+    }
+}
+
+fn gemm_transposes_bias_and_fused_activation(gpu: &Gpu) {
+    for (ta, tb, act) in [
+        (0, 0, None),
+        (1, 0, None),
+        (0, 1, Some("Tanh")),
+        (1, 1, Some("Relu")),
+    ] {
+        let (m, k, n) = (17, 29, 21);
+        let a_shape = if ta == 1 { vec![k, m] } else { vec![m, k] };
+        let b_shape = if tb == 1 { vec![n, k] } else { vec![k, n] };
+        let mut b = GraphBuilder::new("g", 17);
+        let x = f32_in(&mut b, "a", &a_shape);
+        let w = b.initializer("w", &seeded_f32(&b_shape, 8));
+        let c = b.initializer("c", &seeded_f32(&[n], 9));
+        let mut attrs = vec![
+            attr::int("transA", ta),
+            attr::int("transB", tb),
+            attr::float("alpha", 0.75),
+            attr::float("beta", 1.5),
+        ];
+        let z = match act {
+            None => b.op("Gemm", &[x, w, c], attrs),
+            Some(a) => {
+                attrs.push(attr::string("activation", a));
+                b.import("com.microsoft", 1);
+                b.node(
+                    "com.microsoft",
+                    "FusedGemm",
+                    &[Some(x), Some(w), Some(c)],
+                    1,
+                    attrs,
+                )[0]
+            }
+        };
+        b.output(z, "z");
+        check(gpu, &b.build(), &[("a", seeded_f32(&a_shape, 10))], 1e-5);
+    }
+}
+
+fn softmax_reduce_layer_norms(gpu: &Gpu) {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = f32_in(&mut b, "x", &[3, 5, 77]);
+    let s = b.op("Softmax", &[x], vec![attr::int("axis", -1)]);
+    b.output(s, "softmax");
+    let r = b.op(
+        "ReduceMean",
+        &[x],
+        vec![attr::ints("axes", &[-1]), attr::int("keepdims", 1)],
+    );
+    b.output(r, "mean");
+    let gamma = b.initializer("gamma", &seeded_f32(&[77], 11));
+    let beta = b.initializer("beta", &seeded_f32(&[77], 12));
+    let ln = b.node(
+        "",
+        "LayerNormalization",
+        &[Some(x), Some(gamma), Some(beta)],
+        1,
+        vec![attr::float("epsilon", 1e-5), attr::int("axis", -1)],
+    );
+    b.output(ln[0], "ln");
+    let xs = Tensor::F32(
+        seeded_f32(&[3, 5, 77], 13)
+            .as_f32()
+            .unwrap()
+            .mapv(|v| v * 5.0),
+    );
+    assert_eq!(check(gpu, &b.build(), &[("x", xs)], 2e-6), 3);
+
+    // SkipLayerNormalization with bias and the residual sum out (GPT-2's pre-LN form).
+    let mut b = GraphBuilder::new("g", 17);
+    b.import("com.microsoft", 1);
+    let x = f32_in(&mut b, "x", &[2, 5, 96]);
+    let skip = f32_in(&mut b, "skip", &[2, 5, 96]);
+    let gamma = b.initializer("gamma", &seeded_f32(&[96], 14));
+    let beta = b.initializer("beta", &seeded_f32(&[96], 15));
+    let bias = b.initializer("bias", &seeded_f32(&[96], 16));
+    let outs = b.node(
+        "com.microsoft",
+        "SkipLayerNormalization",
+        &[Some(x), Some(skip), Some(gamma), Some(beta), Some(bias)],
+        4,
+        vec![attr::float("epsilon", 1e-5)],
+    );
+    b.output(outs[0], "y");
+    b.output(outs[3], "sum");
+    let n = check(
+        gpu,
+        &b.build(),
+        &[
+            ("x", seeded_f32(&[2, 5, 96], 17)),
+            ("skip", seeded_f32(&[2, 5, 96], 18)),
+        ],
+        2e-6,
+    );
+    assert_eq!(n, 1, "SkipLayerNormalization is one dispatch");
+}
+
+fn gelus_and_add_eyelike_are_one_dispatch_each(gpu: &Gpu) {
+    let mut b = GraphBuilder::new("g", 17);
+    b.import("com.microsoft", 1).import("ai.fuselab", 1);
+    let x = f32_in(&mut b, "x", &[37, 50]);
+    let bias = b.initializer("bias", &seeded_f32(&[50], 19));
+    let g = b.node("com.microsoft", "Gelu", &[Some(x)], 1, vec![])[0];
+    b.output(g, "gelu");
+    let bg = b.node(
+        "com.microsoft",
+        "BiasGelu",
+        &[Some(x), Some(bias)],
+        1,
+        vec![],
+    )[0];
+    b.output(bg, "bias_gelu");
+    let fg = b.node(
+        "com.microsoft",
+        "FastGelu",
+        &[Some(x), Some(bias)],
+        1,
+        vec![],
+    )[0];
+    b.output(fg, "fast_gelu");
+    let eye = b.node(
+        "ai.fuselab",
+        "AddEyeLike",
+        &[Some(x)],
+        1,
+        vec![attr::int("k", 3)],
+    )[0];
+    b.output(eye, "add_eye");
+    let xs = Tensor::F32(
+        seeded_f32(&[37, 50], 20)
+            .as_f32()
+            .unwrap()
+            .mapv(|v| v * 4.0),
+    );
+    assert_eq!(check(gpu, &b.build(), &[("x", xs)], 2e-6), 4);
+}
+
+fn index_ops(gpu: &Gpu) {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = f32_in(&mut b, "x", &[2, 6, 5, 3]);
+    let t = b.op("Transpose", &[x], vec![attr::ints("perm", &[0, 2, 1, 3])]);
+    b.output(t, "t");
+    let starts = b.initializer("starts", &Tensor::from_i64s(&[1, -4]));
+    let ends = b.initializer("ends", &Tensor::from_i64s(&[6, 100]));
+    let axes = b.initializer("axes", &Tensor::from_i64s(&[1, 2]));
+    let steps = b.initializer("steps", &Tensor::from_i64s(&[2, 1]));
+    let sl = b.op("Slice", &[x, starts, ends, axes, steps], vec![]);
+    b.output(sl, "slice");
+    let sizes = b.initializer("split", &Tensor::from_i64s(&[1, 3, 2]));
+    let parts = b.node(
+        "",
+        "Split",
+        &[Some(x), Some(sizes)],
+        3,
+        vec![attr::int("axis", 1)],
+    );
+    b.output(parts[0], "p0");
+    b.output(parts[2], "p2");
+    let cat = b.op(
+        "Concat",
+        &[parts[2], x, parts[1]],
+        vec![attr::int("axis", 1)],
+    );
+    b.output(cat, "cat");
+    let table = b.initializer("table", &seeded_f32(&[11, 4], 21));
+    let ids = b.input("ids", DType::I64, dims(&[2, 3]));
+    let emb = b.op("Gather", &[table, ids], vec![]);
+    b.output(emb, "emb");
+    let cols = b.initializer("cols", &Tensor::from_i64s(&[2, 0]));
+    let g1 = b.op("Gather", &[x, cols], vec![attr::int("axis", 3)]);
+    b.output(g1, "gather_axis3");
+    let n = check(
+        gpu,
+        &b.build(),
+        &[
+            ("x", seeded_f32(&[2, 6, 5, 3], 22)),
+            ("ids", i64_tensor(&[2, 3], vec![0, 10, -1, 3, 3, -11])),
+        ],
+        0.0,
+    );
+    assert_eq!(
+        n, 8,
+        "Transpose, Slice, Split (one per output: 3), Concat, 2 Gathers"
+    );
+}
+
+fn eyelike_add_example_end_to_end(gpu: &Gpu) {
+    let m = fuselab::onnx::load_file(
+        &common::repo().join("examples/eyelike_add.onnx"),
+        &Limits::default(),
+    )
+    .unwrap();
+    let name = m.graph.name(m.graph.inputs[0]).to_string();
+    let x = seeded_f32(&[70, 70], 23);
+    assert_eq!(
+        check(gpu, &m, &[(name.as_str(), x.clone())], 0.0),
+        2,
+        "EyeLike, Add"
+    );
+    let (fused, _) = common::fuse(&m, &["add_eyelike"]);
+    assert_eq!(
+        check(gpu, &fused, &[(name.as_str(), x)], 0.0),
+        1,
+        "AddEyeLike"
+    );
+}
+
+fn shape_mismatch_and_missing_inputs_are_errors(gpu: &Gpu) {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = f32_in(&mut b, "x", &[4, 4]);
+    let z = b.op("Relu", &[x], vec![]);
+    b.output(z, "z");
+    let m = b.build();
+    let s = pollster::block_on(GpuSession::new(
+        gpu,
+        &m,
+        &HashMap::new(),
+        &Limits::default(),
+    ))
+    .unwrap();
+    let run = |inputs: HashMap<String, Tensor>| {
+        pollster::block_on(s.run(&inputs)).unwrap_err().to_string()
+    };
+    let e = run(HashMap::from([("x".into(), seeded_f32(&[4, 5], 1))]));
+    assert!(e.contains("prepared for float32 [4, 4]"), "{e}");
+    let e = run(HashMap::new());
+    assert!(e.contains("input 'x': missing"), "{e}");
+    let e = run(HashMap::from([
+        ("x".into(), seeded_f32(&[4, 4], 1)),
+        ("y".into(), seeded_f32(&[1], 1)),
+    ]));
+    assert!(e.contains("'y': is not an input"), "{e}");
+}
+
+const CASES: &[Case] = &[
+    (
+        "unary_and_binary_ops_broadcast",
+        unary_and_binary_ops_broadcast,
+    ),
+    (
+        "comparisons_where_cast_expand",
+        comparisons_where_cast_expand,
+    ),
+    (
+        "matmul_batched_broadcast_and_vectors",
+        matmul_batched_broadcast_and_vectors,
+    ),
+    (
+        "gemm_transposes_bias_and_fused_activation",
+        gemm_transposes_bias_and_fused_activation,
+    ),
+    ("softmax_reduce_layer_norms", softmax_reduce_layer_norms),
+    (
+        "gelus_and_add_eyelike_are_one_dispatch_each",
+        gelus_and_add_eyelike_are_one_dispatch_each,
+    ),
+    ("index_ops", index_ops),
+    (
+        "eyelike_add_example_end_to_end",
+        eyelike_add_example_end_to_end,
+    ),
+    (
+        "shape_mismatch_and_missing_inputs_are_errors",
+        shape_mismatch_and_missing_inputs_are_errors,
+    ),
+];
+
+fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let cases: Vec<&Case> = CASES
+        .iter()
+        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
+        .collect();
+    println!("\nrunning {} tests", cases.len());
+    let gpu = match pollster::block_on(Gpu::new()) {
+        Ok(g) => g,
+        Err(e) => {
+            for (name, _) in &cases {
+                println!("test {name} ... skipped ({e})");
+            }
+            println!(
+                "\ntest result: skipped. 0 passed; 0 failed; {} skipped (no GPU adapter)\n",
+                cases.len()
+            );
+            return;
+        }
+    };
+    println!("adapter: {}", gpu.describe());
+    let mut failed = Vec::new();
+    for (name, f) in &cases {
+        match catch_unwind(AssertUnwindSafe(|| f(&gpu))) {
+            Ok(()) => println!("test {name} ... ok"),
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed.push(*name);
+            }
+        }
+    }
+    println!(
+        "\ntest result: {}. {} passed; {} failed; 0 skipped\n",
+        if failed.is_empty() { "ok" } else { "FAILED" },
+        cases.len() - failed.len(),
+        failed.len()
+    );
+    if !failed.is_empty() {
+        println!("failures: {}", failed.join(", "));
+        std::process::exit(1);
+    }
+}
