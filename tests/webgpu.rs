@@ -34,9 +34,18 @@ fn i64_tensor(shape: &[usize], v: Vec<i64>) -> Tensor {
     Tensor::I64(ArrayD::from_shape_vec(IxDyn(shape), v).unwrap())
 }
 
-/// Runs `m` on both backends with `inputs` and asserts every output within `tol`; returns the
-/// session's dispatch count.
+/// Runs `m` on both backends with `inputs` and asserts every output within `tol`, relative for
+/// large values (|gpu - reference| <= tol · (1 + |reference|)); returns the dispatch count.
 fn check(gpu: &Gpu, m: &Model, inputs: &[(&str, Tensor)], tol: f64) -> usize {
+    compare(gpu, m, inputs, tol, false)
+}
+
+/// As `check`, with an absolute tolerance.
+fn check_abs(gpu: &Gpu, m: &Model, inputs: &[(&str, Tensor)], tol: f64) -> usize {
+    compare(gpu, m, inputs, tol, true)
+}
+
+fn compare(gpu: &Gpu, m: &Model, inputs: &[(&str, Tensor)], tol: f64, absolute: bool) -> usize {
     let inputs: HashMap<String, Tensor> = inputs
         .iter()
         .map(|(n, t)| (n.to_string(), t.clone()))
@@ -55,7 +64,7 @@ fn check(gpu: &Gpu, m: &Model, inputs: &[(&str, Tensor)], tol: f64) -> usize {
             .to_f64_vec()
             .iter()
             .zip(gt.to_f64_vec())
-            .map(|(a, b)| (a - b).abs() / (1.0 + a.abs()))
+            .map(|(a, b)| (a - b).abs() / if absolute { 1.0 } else { 1.0 + a.abs() })
             .fold(0.0f64, f64::max);
         assert!(
             worst <= tol,
@@ -133,6 +142,7 @@ fn matmul_batched_broadcast_and_vectors(gpu: &Gpu) {
         (vec![5], vec![5, 7]),
         (vec![6, 33], vec![33]),
         (vec![1, 64, 64], vec![64, 130]),
+        (vec![2, 8, 64], vec![64, 1000]),
     ] {
         let mut b = GraphBuilder::new("g", 17);
         let x = f32_in(&mut b, "a", &a);
@@ -382,7 +392,35 @@ fn shape_mismatch_and_missing_inputs_are_errors(gpu: &Gpu) {
     assert!(e.contains("'y': is not an input"), "{e}");
 }
 
+/// GPT-2 and BERT tiny, unfused and fused, on the GPU vs the reference backend (same inputs).
+fn transformers_end_to_end(gpu: &Gpu) {
+    let limits = Limits::default();
+    for name in ["gpt2_tiny", "bert_tiny", "gpt2_tiny_op17", "bert_tiny_op17"] {
+        let path = common::repo().join(format!("tests/models/{name}.onnx"));
+        let m = fuselab::onnx::load_file(&path, &limits).unwrap();
+        let (fused, _) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
+        for (b, s) in [(2, 8), (1, 13)] {
+            let dims = HashMap::from([("batch".to_string(), b), ("seq".to_string(), s)]);
+            let inputs =
+                fuselab::runtime::inputs::random_inputs(&m, &HashMap::new(), &dims, 7, &limits)
+                    .unwrap();
+            let named: Vec<(&str, Tensor)> = inputs
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .collect();
+            let unfused = check_abs(gpu, &m, &named, 1e-3);
+            let fused_n = check_abs(gpu, &fused, &named, 1e-3);
+            println!("{name} {b}x{s}: {unfused} dispatches unfused, {fused_n} fused");
+            assert!(
+                fused_n * 10 <= unfused * 4,
+                "{name}: fused {fused_n} > 40% of unfused {unfused}"
+            );
+        }
+    }
+}
+
 const CASES: &[Case] = &[
+    ("transformers_end_to_end", transformers_end_to_end),
     (
         "unary_and_binary_ops_broadcast",
         unary_and_binary_ops_broadcast,

@@ -314,6 +314,8 @@ pub fn lower(c: &NodeCtx) -> R<Lowered> {
                 ),
             )
         }
+        ("com.microsoft", "Attention") => attention(c),
+        ("com.microsoft", "EmbedLayerNormalization") => embed(c),
         _ => Err(format!(
             "{op} ({}) has no webgpu kernel yet",
             if domain.is_empty() { "ai.onnx" } else { domain }
@@ -609,4 +611,122 @@ fn layer_norm(
         skip_in: skip.map(|s| s.0),
         bias_in: bias,
     })?)
+}
+
+fn attention(c: &NodeCtx) -> R<Lowered> {
+    let x = &c.input(0)?.shape;
+    let w = &c.input(1)?.shape;
+    let [b, s, h_in] = x[..] else {
+        return Err("Attention input must be [batch, seq, hidden]".into());
+    };
+    if w.len() != 2 || w[0] != h_in || w[1] % 3 != 0 {
+        return Err(format!(
+            "Attention weights {w:?} are not [{h_in}, 3·hidden]"
+        ));
+    }
+    for (i, what) in [
+        (4, "past"),
+        (5, "attention_bias"),
+        (6, "past_sequence_length"),
+    ] {
+        if c.has_input(i) {
+            return Err(format!("Attention input {i} ({what}) is not supported"));
+        }
+    }
+    let h = w[1] / 3;
+    let heads = c.int_attr("num_heads", 0);
+    if heads <= 0 || h % heads as usize != 0 {
+        return Err(format!(
+            "num_heads {heads} does not divide the hidden size {h}"
+        ));
+    }
+    let heads = heads as usize;
+    let d = h / heads;
+    let masked = c.has_input(3);
+    if masked && c.input(3)?.shape != [b, s] {
+        return Err(format!(
+            "mask_index {:?} (webgpu takes the raw [{b}, {s}] mask)",
+            c.input(3)?.shape
+        ));
+    }
+    let scale = match c.float_attr("scale", 0.0) {
+        0.0 => 1.0 / (d as f32).sqrt(),
+        v => v,
+    };
+    // 1: the packed projection (+ bias) into scratch; 2: scores, softmax and context.
+    let mut proj = wgsl::matmul(&MatMul {
+        m: b * s,
+        n: 3 * h,
+        k: h_in,
+        batch: &[],
+        a_batch: vec![],
+        b_batch: vec![],
+        trans_a: false,
+        trans_b: false,
+        extra: c.has_input(2).then(|| "col".to_string()),
+        epilogue: if c.has_input(2) {
+            "acc + e".into()
+        } else {
+            "acc".into()
+        },
+    });
+    proj.writes = vec![wgsl::Bind::Scratch(0)];
+    let core = wgsl::attention_core(&wgsl::AttentionCore {
+        batch: b,
+        seq: s,
+        heads,
+        head_dim: d,
+        scale,
+        filter: c.float_attr("mask_filter_value", -10000.0),
+        causal: c.int_attr("unidirectional", 0) != 0,
+        masked,
+    })?;
+    Ok(Lowered::Run {
+        dispatches: vec![proj, core],
+        scratch: vec![(b * s * 3 * h * 4) as u64],
+    })
+}
+
+fn embed(c: &NodeCtx) -> R<Lowered> {
+    let ids = &c.input(0)?.shape;
+    let [b, s] = ids[..] else {
+        return Err("input_ids must be [batch, seq]".into());
+    };
+    let word = &c.input(2)?.shape;
+    let pos = &c.input(3)?.shape;
+    let hidden = *word.last().ok_or("word_embedding must be 2-D")?;
+    if c.has_input(7) {
+        return Err("the mask input has no webgpu kernel yet".into());
+    }
+    let segments = if c.has_input(1) && c.has_input(4) {
+        Some(c.input(4)?.shape[0])
+    } else {
+        None
+    };
+    let embed = wgsl::embed_layer_norm(&wgsl::Embed {
+        batch: b,
+        seq: s,
+        hidden,
+        words: word[0],
+        positions: pos[0],
+        segments,
+        position_rows: if c.has_input(8) {
+            Some(c.input(8)?.shape[0])
+        } else {
+            None
+        },
+        epsilon: c.float_attr("epsilon", 1e-12),
+        sum_out: c.has_out(2),
+    })?;
+    let mut dispatches = vec![embed];
+    if c.has_out(1) {
+        // Without a mask input, mask_index is all zeros (the reference kernel's contract).
+        let mut zeros = wgsl::elementwise(&c.out(1)?.shape, Ty::I32, &[], "0i");
+        zeros.writes = vec![wgsl::Bind::Out(1)];
+        dispatches.push(zeros);
+    }
+    Ok(Lowered::Run {
+        dispatches,
+        scratch: vec![],
+    })
 }
