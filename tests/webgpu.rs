@@ -419,7 +419,76 @@ fn transformers_end_to_end(gpu: &Gpu) {
     }
 }
 
+/// `fuselab bench --backend webgpu --json` reports the dispatches of both graphs, and `run
+/// --backend webgpu` writes what the reference backend writes.
+fn cli_backend_flag(_gpu: &Gpu) {
+    let bin = env!("CARGO_BIN_EXE_fuselab");
+    let model = common::repo().join("examples/eyelike_add.onnx");
+    let out = std::process::Command::new(bin)
+        .args([
+            "bench",
+            model.to_str().unwrap(),
+            "--backend",
+            "webgpu",
+            "--json",
+        ])
+        .args(["--runs", "3", "--warmup", "1", "--dim", "N=33"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["backend"], "webgpu");
+    assert_eq!(rep["dispatches"]["original"], 2);
+    assert_eq!(rep["dispatches"]["optimized"], 1);
+    assert_eq!(rep["max_abs_diff"], 0.0);
+    assert!(rep["adapter"].as_str().is_some_and(|a| !a.is_empty()));
+    let dir = std::env::temp_dir().join(format!("fuselab-gpu-run-{}", std::process::id()));
+    let mut files = Vec::new();
+    for backend in ["reference", "webgpu"] {
+        let d = dir.join(backend);
+        let st = std::process::Command::new(bin)
+            .args([
+                "run",
+                model.to_str().unwrap(),
+                "--backend",
+                backend,
+                "--dim",
+                "N=33",
+            ])
+            .args(["--out", d.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        files.push(std::fs::read(d.join("Y.npy")).unwrap());
+    }
+    assert_eq!(
+        files[0], files[1],
+        "run --backend webgpu wrote other values"
+    );
+    let e = std::process::Command::new(bin)
+        .args([
+            "bench",
+            model.to_str().unwrap(),
+            "--backend",
+            "webgpu",
+            "--profile",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("reference backend only"));
+}
+
 const CASES: &[Case] = &[
+    ("cli_backend_flag", cli_backend_flag),
     ("transformers_end_to_end", transformers_end_to_end),
     (
         "unary_and_binary_ops_broadcast",

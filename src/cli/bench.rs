@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde::Serialize;
 
+use super::backend::{Backend, Runner};
 use super::{load, ms, RunArgs};
 use crate::ir::model::display_domain;
 use crate::ir::{Model, NodeId};
@@ -33,6 +34,9 @@ pub(crate) struct BenchArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Where to run both graphs.
+    #[arg(long, value_enum, default_value_t = Backend::Reference)]
+    backend: Backend,
     /// Also time every node of the optimized graph (in `--runs` further runs, after the timed
     /// ones) and print the time per op type, most expensive first.
     #[arg(long)]
@@ -48,8 +52,20 @@ struct Timing {
 }
 
 #[derive(Serialize)]
+struct Dispatches {
+    original: usize,
+    optimized: usize,
+}
+
+#[derive(Serialize)]
 struct BenchReport {
     backend: &'static str,
+    /// The GPU adapter (webgpu).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adapter: Option<String>,
+    /// Compute dispatches per run of each graph (webgpu).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dispatches: Option<Dispatches>,
     runs: usize,
     original: Timing,
     optimized: Timing,
@@ -160,8 +176,14 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
         args.run.seed,
         &limits,
     )?;
-    let ex_a = Executor::new(&original, &limits)?;
-    let ex_b = Executor::new(&optimized, &limits)?;
+    if args.profile && args.backend != Backend::Reference {
+        return Err(crate::Error::Other(
+            "--profile times nodes on the reference backend only".into(),
+        ));
+    }
+    let gpu = args.backend.gpu()?;
+    let ex_a = Runner::new(gpu.as_ref(), &original, &inputs, &limits)?;
+    let ex_b = Runner::new(gpu.as_ref(), &optimized, &inputs, &limits)?;
     let out_a = ex_a.run(&inputs)?;
     let out_b = ex_b.run(&inputs)?;
     let diff = compare(&out_a, &out_b, f64::INFINITY).max_abs_diff;
@@ -191,13 +213,20 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
         eprintln!();
     }
     let (a, b) = (timing(ta), timing(tb));
-    let prof = if args.profile {
-        Some(profile(&optimized, &ex_b, &inputs, args.runs)?)
-    } else {
-        None
+    let prof = match ex_b.executor() {
+        Some(ex) if args.profile => Some(profile(&optimized, ex, &inputs, args.runs)?),
+        _ => None,
     };
     let rep = BenchReport {
-        backend: "reference",
+        backend: args.backend.name(),
+        adapter: gpu.as_ref().map(|g| g.describe()),
+        dispatches: match (ex_a.dispatches(), ex_b.dispatches()) {
+            (Some(original), Some(optimized)) => Some(Dispatches {
+                original,
+                optimized,
+            }),
+            _ => None,
+        },
         runs: args.runs,
         speedup: a.median_ms / b.median_ms,
         original: a,
@@ -213,8 +242,15 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
             serde_json::to_string_pretty(&rep).expect("serializable")
         );
     } else {
+        let on = match (&rep.adapter, &rep.dispatches) {
+            (Some(a), Some(d)) => format!(
+                "webgpu backend on {a}; {} -> {} dispatches per run",
+                d.original, d.optimized
+            ),
+            _ => format!("{} backend", rep.backend),
+        };
         println!(
-            "{}: reference backend, {} runs\n  original  ({:>4} nodes): median {:.4} ms, min {:.4} ms\n  optimized ({:>4} nodes): median {:.4} ms, min {:.4} ms\n  speedup {:.2}x, max |diff| {:e}",
+            "{}: {on}, {} runs\n  original  ({:>4} nodes): median {:.4} ms, min {:.4} ms\n  optimized ({:>4} nodes): median {:.4} ms, min {:.4} ms\n  speedup {:.2}x, max |diff| {:e}",
             args.model.display(),
             rep.runs,
             rep.nodes_before,

@@ -1,6 +1,7 @@
 //! The native command line: inspect, optimize, run, bench. Errors exit 2 with one message;
 //! a failed parity check exits 1.
 
+mod backend;
 mod bench;
 mod npy;
 
@@ -16,8 +17,6 @@ use crate::limits::Limits;
 use crate::pipeline::{self, OptimizeOptions};
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::parity::DEFAULT_TOLERANCE;
-use crate::runtime::reference::Executor;
-use crate::tensor::Tensor;
 use crate::{onnx, report, Error, Result};
 
 #[derive(Parser)]
@@ -70,9 +69,12 @@ enum Command {
         #[command(flatten)]
         run: RunArgs,
     },
-    /// Run a model on the reference backend; write each output as DIR/NAME.npy.
+    /// Run a model (reference or webgpu backend); write each output as DIR/NAME.npy.
     Run {
         model: PathBuf,
+        /// Where to run it.
+        #[arg(long, value_enum, default_value_t = backend::Backend::Reference)]
+        backend: backend::Backend,
         /// NAME=FILE.npy; inputs not given get seeded random values.
         #[arg(long = "input", value_name = "NAME=FILE.npy")]
         inputs: Vec<String>,
@@ -184,10 +186,11 @@ fn dispatch(cmd: Command) -> Result<i32> {
         }
         Command::Run {
             model,
+            backend,
             inputs,
             out,
             run,
-        } => run_model(&model, &inputs, &out, &run),
+        } => run_model(&model, backend, &inputs, &out, &run),
         Command::Bench(args) => bench::bench(&args),
     }
 }
@@ -287,15 +290,6 @@ fn inspect(path: &Path, json: bool, limits: &Limits) -> Result<i32> {
     Ok(0)
 }
 
-/// Runs `model` on the reference backend on `inputs`.
-pub(crate) fn execute(
-    model: &Model,
-    inputs: &HashMap<String, Tensor>,
-    limits: &Limits,
-) -> Result<Vec<(String, Tensor)>> {
-    Executor::new(model, limits)?.run(inputs)
-}
-
 /// `--fix-dim NAME=VALUE` flags as a map.
 fn fixed_dims(flags: &[String]) -> Result<HashMap<String, i64>> {
     flags
@@ -368,7 +362,13 @@ fn optimize(
     Ok(0)
 }
 
-fn run_model(path: &Path, inputs: &[String], out: &Path, run: &RunArgs) -> Result<i32> {
+fn run_model(
+    path: &Path,
+    backend: backend::Backend,
+    inputs: &[String],
+    out: &Path,
+    run: &RunArgs,
+) -> Result<i32> {
     let limits = run.common.limits();
     let model = load(path, &limits)?;
     let mut given = HashMap::new();
@@ -377,7 +377,8 @@ fn run_model(path: &Path, inputs: &[String], out: &Path, run: &RunArgs) -> Resul
         given.insert(name.to_string(), npy::read(Path::new(file))?);
     }
     let inputs = random_inputs(&model, &given, &run.dims()?, run.seed, &limits)?;
-    let outputs = execute(&model, &inputs, &limits)?;
+    let gpu = backend.gpu()?;
+    let outputs = backend::Runner::new(gpu.as_ref(), &model, &inputs, &limits)?.run(&inputs)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out.display(), e))?;
     let mut stems = std::collections::HashSet::new();
     for (name, t) in &outputs {
