@@ -41,7 +41,7 @@ impl Backend {
 
 pub(crate) enum Runner<'m> {
     Reference(Executor<'m>),
-    Webgpu(GpuSession),
+    Webgpu(Box<GpuSession>),
 }
 
 impl<'m> Runner<'m> {
@@ -54,9 +54,9 @@ impl<'m> Runner<'m> {
     ) -> Result<Runner<'m>> {
         Ok(match gpu {
             None => Runner::Reference(Executor::new(model, limits)?),
-            Some(gpu) => Runner::Webgpu(pollster::block_on(GpuSession::for_inputs(
+            Some(gpu) => Runner::Webgpu(Box::new(pollster::block_on(GpuSession::for_inputs(
                 gpu, model, inputs, limits,
-            ))?),
+            ))?)),
         })
     }
 
