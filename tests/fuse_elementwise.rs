@@ -126,7 +126,7 @@ fn fuses_a_broadcasting_chain() {
 
 #[test]
 fn fuses_every_op_with_tight_parity() {
-    // sigmoid(x) * tanh(erf(y) - exp(-|x|)) / sqrt(|y| + 1) + log(|x| + 1) ^ 2, relu'd, with x
+    // (1 - sigmoid(x)) * tanh(erf(y) - exp(-|x|)) / sqrt(|y| + 1) + log(|x| + 1) ^ 2, relu'd, with x
     // [N, 5] and y [5] broadcast, and a Constant-node scalar.
     let mut b = GraphBuilder::new("all_ops", 17);
     let x = b.input("x", DType::F32, vec![sym("N"), dims(&[5])[0].clone()]);
@@ -147,7 +147,8 @@ fn fuses_every_op_with_tight_parity() {
     let ey = b.op("Erf", &[y], vec![]);
     let d = b.op("Sub", &[ey, ex], vec![]);
     let t = b.op("Tanh", &[d], vec![]);
-    let st = b.op("Mul", &[sx, t], vec![]);
+    let sx1 = b.op("Sub", &[one, sx], vec![]);
+    let st = b.op("Mul", &[sx1, t], vec![]);
     let ay = b.op("Abs", &[y], vec![]);
     let ay1 = b.op("Add", &[ay, one], vec![]);
     let r = b.op("Sqrt", &[ay1], vec![]);
@@ -160,14 +161,14 @@ fn fuses_every_op_with_tight_parity() {
     let out = b.op("Relu", &[s], vec![]);
     b.output(out, "out");
     let m = b.build();
-    assert_eq!(m.graph.node_count(), 19);
+    assert_eq!(m.graph.node_count(), 20);
     let (opt, _) = fuse(&m, RULE);
     // The Constant goes with the chain; `one` is read twice but is a literal, not a shared value.
     assert_eq!(ops(&opt), counts(&[("FusedElementwise", 1)]));
     assert_eq!(
         fused_nodes(&opt),
         vec![(
-            "(relu (add (div (mul (sigmoid x0) (tanh (sub (erf x1) (exp (neg (abs x0)))))) \
+            "(relu (add (div (mul (sub 1.0 (sigmoid x0)) (tanh (sub (erf x1) (exp (neg (abs x0)))))) \
              (sqrt (add (abs x1) 1.0))) (pow (log (add (abs x0) 1.0)) 2.0)))"
                 .to_string(),
             vec!["x".into(), "y".into()]
