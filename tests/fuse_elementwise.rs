@@ -513,7 +513,7 @@ fn deferral_keeps_the_named_fusions() {
         None,
         "the eager rule took the attention masks' ops"
     );
-    assert!(ho.get("FusedElementwise").is_some());
+    assert!(ho.contains_key("FusedElementwise"));
 }
 
 // ---------------------------------------------------------------- expression text
