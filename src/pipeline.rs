@@ -14,7 +14,8 @@ use crate::{Error, Result};
 
 #[derive(Clone, Debug)]
 pub struct OptimizeOptions {
-    /// Rule names; empty means every rule.
+    /// Rule names; empty means the default rules (`passes::ALL_RULES`). Opt-in rules
+    /// (`passes::BACKEND_LOWERING_RULES`) run only when named.
     pub rules: Vec<String>,
     /// Compare outputs of original vs optimized (needs every op on the reference backend).
     pub parity: bool,

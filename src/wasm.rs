@@ -34,7 +34,8 @@ use crate::{Limits, Tensor};
 const TS_TYPES: &'static str = r#"
 /** Options of `Model.optimize`; every field is optional. */
 export interface OptimizeOptions {
-  /** Rule names (see `rules()`); empty or absent: every rule. */
+  /** Rule names; empty or absent: the default rules (see `rules()`). The opt-in
+   *  "fused_elementwise" (ai.fuselab ops that onnxruntime cannot run) is accepted by name. */
   rules?: string[];
   /** Sizes of symbolic input dims for the parity inputs (never changes the saved model). */
   dims?: Record<string, number>;
@@ -127,7 +128,9 @@ fn from_js<T: DeserializeOwned + Default>(v: &JsValue, what: &str) -> Result<T, 
     serde_json::from_str(&s).map_err(|e| JsError::new(&format!("{what}: {e}")))
 }
 
-/// The rule names `optimize` accepts, in the order they run.
+/// The default rule names, in the order they run. `optimize` also accepts the opt-in rules of
+/// `passes::BACKEND_LOWERING_RULES` by name; they are not listed here, so passing this list
+/// keeps a model runnable by onnxruntime.
 #[wasm_bindgen]
 pub fn rules() -> Vec<String> {
     crate::passes::ALL_RULES

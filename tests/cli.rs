@@ -122,7 +122,19 @@ fn rules_flag_selects_rules() {
     assert!(stdout.contains("2 -> 2 nodes"), "{stdout}");
     let out = fuselab(&["optimize", s(&example()), "-o", s(&opt), "--rules", "nope"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown rule 'nope'"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown rule 'nope'"), "{err}");
+    assert!(err.contains("opt-in: fused_elementwise"), "{err}");
+    // The opt-in rule is accepted by name (here it finds no chain: the Add stands alone).
+    let stdout = ok(&[
+        "optimize",
+        s(&example()),
+        "-o",
+        s(&opt),
+        "--rules",
+        "add_eyelike,fused_elementwise",
+    ]);
+    assert!(stdout.contains("2 -> 1 nodes"), "{stdout}");
 }
 
 #[test]
@@ -288,7 +300,8 @@ fn unsupported_op_is_named_unless_parity_is_skipped() {
 fn optimize_help_names_every_rule() {
     // `--rules` help is prose; it must not fall behind the rule list.
     let help = ok(&["optimize", "--help"]).replace('\n', " ");
-    for rule in fuselab::passes::ALL_RULES {
+    let opt_in = fuselab::passes::BACKEND_LOWERING_RULES;
+    for rule in fuselab::passes::ALL_RULES.iter().chain(opt_in) {
         assert!(
             help.contains(rule),
             "`optimize --help` does not mention rule '{rule}'"

@@ -20,6 +20,8 @@ const ATOL: f64 = 1e-5;
 
 enum Outcome {
     Pass,
+    /// Passed, and the lowered graph has a FusedElementwise node.
+    PassFused,
     Fail(String),
     Skip(String),
 }
@@ -79,6 +81,21 @@ fn run_case(dir: &Path) -> Outcome {
     if let Err(e) = passes::optimize(&mut optimized, &[]) {
         return Outcome::Fail(format!("optimize: {e}"));
     }
+    // The defaults plus the opt-in backend lowering (FusedElementwise): the function-expanded
+    // cases (`*_expanded`) are chains of elementwise ops.
+    let mut lowered = model.clone();
+    let names: Vec<&str> = passes::ALL_RULES
+        .iter()
+        .chain(passes::BACKEND_LOWERING_RULES)
+        .copied()
+        .collect();
+    if let Err(e) = passes::optimize(&mut lowered, &names) {
+        return Outcome::Fail(format!("optimize with the lowering rules: {e}"));
+    }
+    let fused = lowered
+        .graph
+        .node_ids()
+        .any(|id| lowered.graph.node(id).op_type == "FusedElementwise");
     let inputs_needed: Vec<String> = g
         .inputs
         .iter()
@@ -102,7 +119,12 @@ fn run_case(dir: &Path) -> Outcome {
                 Err(e) => return Outcome::Skip(format!("output {i}: {e}")),
             }
         }
-        for (label, m) in [("as exported", &model), ("optimized", &optimized)] {
+        let runs = [
+            ("as exported", &model),
+            ("optimized", &optimized),
+            ("lowered", &lowered),
+        ];
+        for (label, m) in runs {
             let got = match Executor::new(m, &limits).and_then(|ex| ex.run(&inputs)) {
                 Ok(o) => o,
                 Err(e) => {
@@ -120,7 +142,11 @@ fn run_case(dir: &Path) -> Outcome {
             }
         }
     }
-    Outcome::Pass
+    if fused {
+        Outcome::PassFused
+    } else {
+        Outcome::Pass
+    }
 }
 
 #[test]
@@ -139,7 +165,7 @@ fn onnx_node_tests() {
         cases.len(),
         root.display()
     );
-    let (mut pass, mut fail, mut skip) = (0, 0, 0);
+    let (mut pass, mut fail, mut skip, mut fused) = (0, 0, 0, 0);
     let mut tsv = String::from("case\tresult\tdetail\n");
     let mut failures = Vec::new();
     for c in &cases {
@@ -148,6 +174,11 @@ fn onnx_node_tests() {
             Outcome::Pass => {
                 pass += 1;
                 ("pass", String::new())
+            }
+            Outcome::PassFused => {
+                pass += 1;
+                fused += 1;
+                ("pass", "lowered graph has FusedElementwise".to_string())
             }
             Outcome::Fail(e) => {
                 fail += 1;
@@ -170,7 +201,9 @@ fn onnx_node_tests() {
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     std::fs::write(&out, tsv).unwrap();
     println!("per-case results: {}", out.display());
-    println!("conformance: {pass} passed, {fail} failed, {skip} skipped");
+    println!(
+        "conformance: {pass} passed ({fused} through FusedElementwise), {fail} failed, {skip} skipped"
+    );
     assert!(
         failures.is_empty(),
         "{} failures among supported ops:\n{}",
@@ -178,4 +211,5 @@ fn onnx_node_tests() {
         failures.join("\n")
     );
     assert!(pass > 100, "only {pass} cases passed");
+    assert!(fused > 10, "only {fused} cases ran a FusedElementwise node");
 }

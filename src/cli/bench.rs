@@ -28,7 +28,8 @@ pub(crate) struct BenchArgs {
     /// Untimed runs of each graph first.
     #[arg(long, default_value_t = 10)]
     warmup: usize,
-    /// Comma-separated rules for the optimized graph (default: all).
+    /// Comma-separated rules for the optimized graph (default: every rule but the opt-in ones;
+    /// see `optimize --help`).
     #[arg(long, value_delimiter = ',')]
     rules: Vec<String>,
     /// Print JSON instead of text.

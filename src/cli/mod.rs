@@ -50,10 +50,11 @@ enum Command {
         /// Write the optimization report (JSON) here.
         #[arg(long)]
         report: Option<PathBuf>,
-        /// Comma-separated rules to run (default: all). Cleanup: dce, identity, const_fold,
-        /// shape_fold, reshape_target, reshape_noop, cse, gemm_to_matmul. Fusions: add_eyelike,
-        /// layer_norm, embed_layer_norm, skip_layer_norm, gelu, bias_gelu, fast_gelu, attention,
-        /// gemm_activation.
+        /// Comma-separated rules to run (default: all but the opt-in ones). Cleanup: dce,
+        /// identity, const_fold, shape_fold, reshape_target, reshape_noop, cse, gemm_to_matmul.
+        /// Fusions: add_eyelike, layer_norm, embed_layer_norm, skip_layer_norm, gelu, bias_gelu,
+        /// fast_gelu, attention, gemm_activation. Opt-in (ai.fuselab ops that onnxruntime cannot
+        /// run; fuse what the others leave): fused_elementwise.
         #[arg(long, value_delimiter = ',')]
         rules: Vec<String>,
         /// Skip the parity check (needed for models the reference backend cannot run).

@@ -206,6 +206,21 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
     if node.domain == FUSELAB_DOMAIN && node.op_type == "AddEyeLike" {
         return vec![ty(0)];
     }
+    if node.domain == FUSELAB_DOMAIN && node.op_type == "FusedElementwise" {
+        // float32, the broadcast of every input's shape.
+        let mut shape = Some(Vec::new());
+        for v in node.inputs.iter() {
+            let s = v.and_then(|v| g.value(v).ty.shape.clone());
+            shape = match (shape, s) {
+                (Some(a), Some(b)) => broadcast_dims(&a, &b),
+                _ => None,
+            };
+        }
+        return vec![TensorType {
+            dtype: Some(DType::F32),
+            shape,
+        }];
+    }
     if node.domain == MS_DOMAIN {
         return infer_ms_node(g, node);
     }

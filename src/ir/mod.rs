@@ -1,6 +1,7 @@
 //! The graph IR: values and nodes in stable-id arenas, with producer/consumer indices.
 
 pub mod builder;
+pub mod expr;
 pub mod graph;
 pub mod infer;
 pub mod model;

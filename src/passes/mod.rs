@@ -8,6 +8,7 @@ pub mod fold_shapes;
 pub mod fuse_add_eyelike;
 pub mod fuse_attention;
 pub mod fuse_bias_gelu;
+pub mod fuse_elementwise;
 pub mod fuse_embed_layer_norm;
 pub mod fuse_fast_gelu;
 pub mod fuse_gelu;
@@ -52,7 +53,14 @@ pub const FUSION_RULES: &[&str] = &[
     "gemm_activation",
 ];
 
-/// Every rule, in the order the engine runs them by default.
+/// Rules a backend applies to its own copy of a model at prepare time: they make `ai.fuselab` ops
+/// that only fuselab's backends run (onnxruntime has none), so they are not in `ALL_RULES` and a
+/// saved model never gets them unless asked for by name (`--rules ...,fused_elementwise`).
+/// `fused_elementwise` is deferred: it fuses what the other rules leave at their fixed point.
+pub const BACKEND_LOWERING_RULES: &[&str] = &["fused_elementwise"];
+
+/// Every default rule, in the order the engine runs them (the default of `optimize` and of the
+/// CLI). Models they produce stay runnable by onnxruntime.
 pub const ALL_RULES: &[&str] = &{
     const N: usize = CLEANUP_RULES.len() + FUSION_RULES.len();
     let mut out = [""; N];
@@ -88,27 +96,48 @@ pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
         "fast_gelu" => Box::new(fuse_fast_gelu::FuseFastGelu),
         "attention" => Box::new(fuse_attention::FuseAttention),
         "gemm_activation" => Box::new(fuse_gemm_activation::FuseGemmActivation),
+        "fused_elementwise" => Box::new(fuse_elementwise::FuseElementwise),
         _ => return None,
     })
 }
 
-/// Rules by name; an unknown name is an error listing the known ones.
+/// Rules by name (the default ones and the opt-in `BACKEND_LOWERING_RULES`); an unknown name is
+/// an error listing the known ones.
 pub fn rules(names: &[&str]) -> Result<Vec<Box<dyn Rule>>> {
     names
         .iter()
         .map(|n| {
             rule(n).ok_or_else(|| {
                 Error::Other(format!(
-                    "unknown rule '{n}'; known rules: {}",
-                    ALL_RULES.join(", ")
+                    "unknown rule '{n}'; known rules: {}; opt-in: {}",
+                    ALL_RULES.join(", "),
+                    BACKEND_LOWERING_RULES.join(", ")
                 ))
             })
         })
         .collect()
 }
 
-/// Runs `names` (every rule when empty) to a fixed point.
+/// Runs `names` (the default `ALL_RULES` when empty) to a fixed point.
 pub fn optimize(model: &mut Model, names: &[&str]) -> Result<Trace> {
     let names = if names.is_empty() { ALL_RULES } else { names };
     Engine::new(rules(names)?).run(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_rule_exists_under_its_own_name() {
+        for &n in ALL_RULES.iter().chain(BACKEND_LOWERING_RULES) {
+            assert_eq!(rule(n).map(|r| r.name()), Some(n));
+        }
+        for n in BACKEND_LOWERING_RULES {
+            assert!(!ALL_RULES.contains(n), "{n} must stay opt-in");
+            assert!(rule(n).unwrap().deferred(), "{n}");
+        }
+        let e = rules(&["nope"]).err().unwrap().to_string();
+        assert!(e.contains("opt-in: fused_elementwise"), "{e}");
+    }
 }

@@ -2,6 +2,7 @@
 //! candidate with a reason); the engine applies patches, sweeps all rules until a sweep changes
 //! nothing or the iteration cap is hit, and records every rewrite and rejection in a trace. The
 //! trace is the single source of truth for reports, the page's highlighting and the tests.
+//! Deferred rules (`Rule::deferred`) sweep only once the others are at a fixed point.
 
 use serde::Serialize;
 
@@ -62,6 +63,14 @@ pub trait Rule {
     fn name(&self) -> &'static str;
     /// Proposes a rewrite anchored at `node`. Must not assume anything about other anchors.
     fn propose(&self, model: &Model, node: NodeId) -> Proposal;
+    /// A deferred rule runs only in a sweep where the other rules changed nothing, wherever it
+    /// stands in the rule list: it takes what is left once they are at their fixed point, never
+    /// a pattern they would have matched a sweep later (the generic elementwise fusion would
+    /// otherwise eat a Gelu's or an attention mask's ops before refreshed shapes let the named
+    /// fusion fire).
+    fn deferred(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -140,56 +149,9 @@ impl Engine {
         while iterations < self.max_iterations {
             iterations += 1;
             rejected.clear();
-            let mut changed = false;
-            for rule in &self.rules {
-                for id in model.graph.topo_order()? {
-                    if model.graph.try_node(id).is_none() {
-                        continue;
-                    }
-                    match rule.propose(model, id) {
-                        Proposal::NoMatch => {}
-                        Proposal::Reject(reason) => {
-                            let node = model.graph.node(id);
-                            let r = Rejection {
-                                rule: rule.name().to_string(),
-                                candidate: node.label(id),
-                                op_type: node.op_type.clone(),
-                                reason,
-                            };
-                            if !rejected.contains(&r) {
-                                rejected.push(r);
-                            }
-                        }
-                        Proposal::Rewrite(patch) => {
-                            // Subgraphs read outer values by name; redirecting one would leave
-                            // the body naming a value that no longer exists.
-                            if let Some(v) = captured_redirect(model, &patch) {
-                                let node = model.graph.node(id);
-                                rejected.push(Rejection {
-                                    rule: rule.name().to_string(),
-                                    candidate: node.label(id),
-                                    op_type: node.op_type.clone(),
-                                    reason: format!(
-                                        "'{}' is read by name inside a subgraph",
-                                        model.graph.name(v)
-                                    ),
-                                });
-                                continue;
-                            }
-                            let event = apply(model, patch, rule.name(), iterations)?;
-                            if self.verify_each {
-                                verify(model).map_err(|e| {
-                                    Error::Other(format!(
-                                        "rule '{}' left an invalid graph: {e}",
-                                        rule.name()
-                                    ))
-                                })?;
-                            }
-                            rewrites.push(event);
-                            changed = true;
-                        }
-                    }
-                }
+            let mut changed = self.sweep(model, false, iterations, &mut rewrites, &mut rejected)?;
+            if !changed {
+                changed = self.sweep(model, true, iterations, &mut rewrites, &mut rejected)?;
             }
             if !changed {
                 stop = StopReason::FixedPoint;
@@ -209,6 +171,69 @@ impl Engine {
             iterations,
             stop,
         })
+    }
+
+    /// One sweep of the deferred (or of the other) rules over every node; true if it rewrote.
+    fn sweep(
+        &self,
+        model: &mut Model,
+        deferred: bool,
+        iteration: usize,
+        rewrites: &mut Vec<RewriteEvent>,
+        rejected: &mut Vec<Rejection>,
+    ) -> Result<bool> {
+        let mut changed = false;
+        for rule in self.rules.iter().filter(|r| r.deferred() == deferred) {
+            for id in model.graph.topo_order()? {
+                if model.graph.try_node(id).is_none() {
+                    continue;
+                }
+                match rule.propose(model, id) {
+                    Proposal::NoMatch => {}
+                    Proposal::Reject(reason) => {
+                        let node = model.graph.node(id);
+                        let r = Rejection {
+                            rule: rule.name().to_string(),
+                            candidate: node.label(id),
+                            op_type: node.op_type.clone(),
+                            reason,
+                        };
+                        if !rejected.contains(&r) {
+                            rejected.push(r);
+                        }
+                    }
+                    Proposal::Rewrite(patch) => {
+                        // Subgraphs read outer values by name; redirecting one would leave the
+                        // body naming a value that no longer exists.
+                        if let Some(v) = captured_redirect(model, &patch) {
+                            let node = model.graph.node(id);
+                            rejected.push(Rejection {
+                                rule: rule.name().to_string(),
+                                candidate: node.label(id),
+                                op_type: node.op_type.clone(),
+                                reason: format!(
+                                    "'{}' is read by name inside a subgraph",
+                                    model.graph.name(v)
+                                ),
+                            });
+                            continue;
+                        }
+                        let event = apply(model, patch, rule.name(), iteration)?;
+                        if self.verify_each {
+                            verify(model).map_err(|e| {
+                                Error::Other(format!(
+                                    "rule '{}' left an invalid graph: {e}",
+                                    rule.name()
+                                ))
+                            })?;
+                        }
+                        rewrites.push(event);
+                        changed = true;
+                    }
+                }
+            }
+        }
+        Ok(changed)
     }
 }
 

@@ -8,7 +8,47 @@ use super::broadcast::binary_map;
 use super::common::{input, type_mismatch, unsupported_type, Num};
 use super::fastmath;
 use super::{KernelCtx, KernelResult};
+use crate::ir::expr::{BinaryOp, UnaryOp};
 use crate::tensor::Tensor;
+
+/// The float32 function of each unary op: the one-op kernels below and FusedElementwise
+/// (fused_elementwise.rs) both compute through it, so a fused chain equals the chained kernels
+/// bit for bit. tanh and erf are the branch-free fastmath forms (3e-7 relative, 2e-7 absolute
+/// for erf), several times faster than libm's tanhf and the float64 erf series.
+#[inline(always)]
+pub(super) fn unary_f32(op: UnaryOp, x: f32) -> f32 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Erf => fastmath::erf(x),
+        UnaryOp::Tanh => fastmath::tanh(x),
+        // exp(-x) overflows to +inf for very negative x, which still gives the right limit 0.
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        // `x < 0 ? 0 : x` keeps NaN as NaN (max(x, 0) would turn it into 0).
+        UnaryOp::Relu => {
+            if x < 0.0 {
+                0.0
+            } else {
+                x
+            }
+        }
+    }
+}
+
+/// The float32 function of each binary op, shared as `unary_f32` is.
+#[inline(always)]
+pub(super) fn binary_f32(op: BinaryOp, a: f32, b: f32) -> f32 {
+    match op {
+        BinaryOp::Add => AddOp::apply(a, b),
+        BinaryOp::Sub => SubOp::apply(a, b),
+        BinaryOp::Mul => MulOp::apply(a, b),
+        BinaryOp::Div => DivOp::apply(a, b),
+        BinaryOp::Pow => a.powf(b),
+    }
+}
 
 /// A binary arithmetic op over one numeric type (both inputs have the same type: spec's `T`).
 trait BinOp {
@@ -144,9 +184,9 @@ pub fn pow(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         }
     }
     let out = match (x, y) {
-        (Tensor::F32(a), Tensor::F32(b)) => {
-            Tensor::F32(binary_map(ctx, OP, a, b, |p: f32, q| p.powf(q))?)
-        }
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(binary_map(ctx, OP, a, b, |p, q| {
+            binary_f32(BinaryOp::Pow, p, q)
+        })?),
         (Tensor::F32(a), Tensor::F64(b)) => Tensor::F32(binary_map(ctx, OP, a, b, |p, q: f64| {
             (p as f64).powf(q) as f32
         })?),
@@ -203,11 +243,8 @@ pub fn pow(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     Ok(vec![out])
 }
 
-/// Float-only unary ops (spec `T`: float types). The second form gives float32 its own body.
+/// Float-only unary ops (spec `T`: float types); float32 goes through `unary_f32`.
 macro_rules! float_unary {
-    ($fname:ident, $name:literal, |$x:ident| $body:expr) => {
-        float_unary!($fname, $name, f32 | $x | $body, f64 | $x | $body);
-    };
     ($fname:ident, $name:literal, f32 |$x:ident| $body32:expr, f64 |$y:ident| $body64:expr) => {
         pub fn $fname(_ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             let t = input($name, inputs, 0)?;
@@ -222,12 +259,13 @@ macro_rules! float_unary {
 
 /// Unary ops defined on floats and signed integers (Abs, Neg, Relu).
 macro_rules! num_unary {
-    ($fname:ident, $name:literal, float |$x:ident| $fbody:expr, int |$y:ident| $ibody:expr) => {
+    ($fname:ident, $name:literal, f32 |$x:ident| $body32:expr, f64 |$z:ident| $body64:expr,
+     int |$y:ident| $ibody:expr) => {
         pub fn $fname(_ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             let t = input($name, inputs, 0)?;
             Ok(vec![match t {
-                Tensor::F32(a) => Tensor::F32(a.mapv(|$x: f32| $fbody)),
-                Tensor::F64(a) => Tensor::F64(a.mapv(|$x: f64| $fbody)),
+                Tensor::F32(a) => Tensor::F32(a.mapv(|$x: f32| $body32)),
+                Tensor::F64(a) => Tensor::F64(a.mapv(|$z: f64| $body64)),
                 Tensor::I32(a) => Tensor::I32(a.mapv(|$y: i32| $ibody)),
                 Tensor::I64(a) => Tensor::I64(a.mapv(|$y: i64| $ibody)),
                 other => return Err(unsupported_type($name, other.dtype())),
@@ -236,33 +274,62 @@ macro_rules! num_unary {
     };
 }
 
-float_unary!(sqrt, "Sqrt", |x| x.sqrt());
-float_unary!(exp, "Exp", |x| x.exp());
-float_unary!(log, "Log", |x| x.ln());
-// float32 tanh and erf: the branch-free fastmath forms (3e-7 relative, 2e-7 absolute for erf),
-// several times faster than libm's tanhf and the float64 erf series.
+float_unary!(
+    sqrt,
+    "Sqrt",
+    f32 | x | unary_f32(UnaryOp::Sqrt, x),
+    f64 | x | x.sqrt()
+);
+float_unary!(
+    exp,
+    "Exp",
+    f32 | x | unary_f32(UnaryOp::Exp, x),
+    f64 | x | x.exp()
+);
+float_unary!(
+    log,
+    "Log",
+    f32 | x | unary_f32(UnaryOp::Log, x),
+    f64 | x | x.ln()
+);
 float_unary!(
     tanh,
     "Tanh",
-    f32 | x | fastmath::tanh(x),
+    f32 | x | unary_f32(UnaryOp::Tanh, x),
     f64 | x | x.tanh()
 );
-// exp(-x) overflows to +inf for very negative x, which still gives the right limit 0.
-float_unary!(sigmoid, "Sigmoid", |x| 1.0 / (1.0 + (-x).exp()));
+float_unary!(
+    sigmoid,
+    "Sigmoid",
+    f32 | x | unary_f32(UnaryOp::Sigmoid, x),
+    f64 | x | 1.0 / (1.0 + (-x).exp())
+);
 float_unary!(
     erf,
     "Erf",
-    f32 | x | fastmath::erf(x),
+    f32 | x | unary_f32(UnaryOp::Erf, x),
     f64 | x | Erf::onnx_erf(x)
 );
 
-num_unary!(abs, "Abs", float | x | x.abs(), int | v | v.wrapping_abs());
-num_unary!(neg, "Neg", float | x | -x, int | v | v.wrapping_neg());
-// `x < 0 ? 0 : x` keeps NaN as NaN (max(x, 0) would turn it into 0).
+num_unary!(
+    abs,
+    "Abs",
+    f32 | x | unary_f32(UnaryOp::Abs, x),
+    f64 | x | x.abs(),
+    int | v | v.wrapping_abs()
+);
+num_unary!(
+    neg,
+    "Neg",
+    f32 | x | unary_f32(UnaryOp::Neg, x),
+    f64 | x | -x,
+    int | v | v.wrapping_neg()
+);
 num_unary!(
     relu,
     "Relu",
-    float | x | if x < 0.0 { 0.0 } else { x },
+    f32 | x | unary_f32(UnaryOp::Relu, x),
+    f64 | x | if x < 0.0 { 0.0 } else { x },
     int | v | v.max(0)
 );
 

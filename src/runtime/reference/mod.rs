@@ -11,6 +11,7 @@ mod elementwise;
 mod embed;
 mod eyelike;
 mod fastmath;
+mod fused_elementwise;
 mod index_ops;
 mod matmul;
 mod reduce;
@@ -88,6 +89,11 @@ const KERNELS: &[(&str, &str, Kernel)] = &[
     ("", "Where", compare::where_),
     ("", "Xor", compare::xor),
     (FUSELAB_DOMAIN, "AddEyeLike", eyelike::add_eye_like),
+    (
+        FUSELAB_DOMAIN,
+        "FusedElementwise",
+        fused_elementwise::fused_elementwise,
+    ),
     ("", "LayerNormalization", transformer::layer_norm),
     (
         MS_DOMAIN,
@@ -139,9 +145,11 @@ mod tests {
         for &(d, op) in supported_ops() {
             assert!(lookup(d, op).is_some(), "{d}:{op}");
         }
-        assert_eq!(supported_ops().len(), 56);
+        assert_eq!(supported_ops().len(), 57);
         assert!(lookup("ai.onnx", "Add").is_some());
         assert!(lookup(FUSELAB_DOMAIN, "AddEyeLike").is_some());
+        assert!(lookup(FUSELAB_DOMAIN, "FusedElementwise").is_some());
+        assert!(lookup("", "FusedElementwise").is_none());
         assert!(lookup("", "AddEyeLike").is_none());
         assert!(lookup("com.example", "Add").is_none());
         assert!(lookup("", "Conv").is_none());
