@@ -159,13 +159,16 @@ fn matmul_batched_broadcast_and_vectors(gpu: &Gpu) {
 }
 
 fn gemm_transposes_bias_and_fused_activation(gpu: &Gpu) {
-    for (ta, tb, act) in [
-        (0, 0, None),
-        (1, 0, None),
-        (0, 1, Some("Tanh")),
-        (1, 1, Some("Relu")),
+    // m = 17 takes the one-thread-per-element kernel, m = 40 the tiled one.
+    for (m, ta, tb, act) in [
+        (17, 0, 0, None),
+        (40, 1, 0, None),
+        (40, 0, 1, Some("Tanh")),
+        (17, 1, 1, Some("Relu")),
+        (40, 1, 1, None),
+        (17, 0, 1, None),
     ] {
-        let (m, k, n) = (17, 29, 21);
+        let (k, n) = (29, 21);
         let a_shape = if ta == 1 { vec![k, m] } else { vec![m, k] };
         let b_shape = if tb == 1 { vec![n, k] } else { vec![k, n] };
         let mut b = GraphBuilder::new("g", 17);
@@ -487,7 +490,38 @@ fn cli_backend_flag(_gpu: &Gpu) {
     assert!(String::from_utf8_lossy(&e.stderr).contains("reference backend only"));
 }
 
+/// An opt-in `fused_elementwise` chain runs as one generated kernel with the unfused result.
+fn fused_elementwise_is_one_kernel(gpu: &Gpu) {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = f32_in(&mut b, "x", &[3, 70]);
+    let y = f32_in(&mut b, "y", &[70]);
+    let half = b.initializer("half", &Tensor::scalar_f32(0.5));
+    let s = b.op("Add", &[x, y], vec![]);
+    let m = b.op("Mul", &[s, half], vec![]);
+    let t = b.op("Tanh", &[m], vec![]);
+    let e = b.op("Erf", &[t], vec![]);
+    let sg = b.op("Sigmoid", &[e], vec![]);
+    let r = b.op("Sub", &[sg, y], vec![]);
+    b.output(r, "z");
+    let m = b.build();
+    let inputs = [
+        ("x", seeded_f32(&[3, 70], 30)),
+        ("y", seeded_f32(&[70], 31)),
+    ];
+    assert_eq!(check(gpu, &m, &inputs, 2e-6), 6);
+    let (fused, _) = common::fuse(&m, &["fused_elementwise"]);
+    assert_eq!(
+        common::ops(&fused),
+        common::counts(&[("FusedElementwise", 1)])
+    );
+    assert_eq!(check(gpu, &fused, &inputs, 2e-6), 1);
+}
+
 const CASES: &[Case] = &[
+    (
+        "fused_elementwise_is_one_kernel",
+        fused_elementwise_is_one_kernel,
+    ),
     ("cli_backend_flag", cli_backend_flag),
     ("transformers_end_to_end", transformers_end_to_end),
     (

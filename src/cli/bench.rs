@@ -168,7 +168,16 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
     let limits = args.run.common.limits();
     let original = load(&args.model, &limits)?;
     let mut optimized = original.clone();
-    let names: Vec<&str> = args.rules.iter().map(|s| s.as_str()).collect();
+    let mut names: Vec<&str> = args.rules.iter().map(|s| s.as_str()).collect();
+    if names.is_empty() && args.backend == Backend::Webgpu {
+        // On the GPU the optimized graph also gets the backend's lowering (elementwise chains
+        // as one generated kernel); the original stays as it is.
+        names = passes::ALL_RULES
+            .iter()
+            .chain(passes::BACKEND_LOWERING_RULES)
+            .copied()
+            .collect();
+    }
     passes::optimize(&mut optimized, &names)?;
     let inputs = random_inputs(
         &original,

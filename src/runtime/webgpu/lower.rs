@@ -314,6 +314,15 @@ pub fn lower(c: &NodeCtx) -> R<Lowered> {
                 ),
             )
         }
+        ("ai.fuselab", "FusedElementwise") => {
+            let text = c
+                .node
+                .attr_string("expression")
+                .ok_or("FusedElementwise without an expression")?;
+            let n = c.ins.len();
+            let e = crate::ir::expr::Expr::parse(&text, n).map_err(|e| e.to_string())?;
+            c.ew(n, &expr_wgsl(&e)?)
+        }
         ("com.microsoft", "Attention") => attention(c),
         ("com.microsoft", "EmbedLayerNormalization") => embed(c),
         _ => Err(format!(
@@ -728,5 +737,39 @@ fn embed(c: &NodeCtx) -> R<Lowered> {
     Ok(Lowered::Run {
         dispatches,
         scratch: vec![],
+    })
+}
+
+/// A FusedElementwise expression as one WGSL expression over the loaded inputs `v0, v1, ...`,
+/// with the same helper functions the one-op kernels use (so fused and unfused agree).
+fn expr_wgsl(e: &crate::ir::expr::Expr) -> R<String> {
+    use crate::ir::expr::{BinaryOp as B, Expr, UnaryOp as U};
+    Ok(match e {
+        Expr::Input(i) => format!("v{i}"),
+        Expr::Literal(v) => format!("({})", lit(*v)?),
+        Expr::Unary(op, a) => {
+            let a = expr_wgsl(a)?;
+            match op {
+                U::Neg => format!("(-{a})"),
+                U::Abs => format!("abs({a})"),
+                U::Sqrt => format!("sqrt({a})"),
+                U::Exp => format!("exp({a})"),
+                U::Log => format!("log({a})"),
+                U::Erf => format!("erf_({a})"),
+                U::Tanh => format!("tanh_({a})"),
+                U::Sigmoid => format!("(1.0 / (1.0 + exp(-{a})))"),
+                U::Relu => format!("max({a}, 0.0)"),
+            }
+        }
+        Expr::Binary(op, a, b) => {
+            let (a, b) = (expr_wgsl(a)?, expr_wgsl(b)?);
+            match op {
+                B::Add => format!("({a} + {b})"),
+                B::Sub => format!("({a} - {b})"),
+                B::Mul => format!("({a} * {b})"),
+                B::Div => format!("({a} / {b})"),
+                B::Pow => format!("pow_({a}, {b})"),
+            }
+        }
     })
 }
