@@ -334,13 +334,18 @@ pub fn lower(c: &NodeCtx) -> R<Lowered> {
 
 /// Adds `fn gelu_(x)` computing `body` to the kernel.
 fn with_fn(l: Lowered, body: &str) -> Lowered {
+    prepend(l, &format!("fn gelu_(x: f32) -> f32 {{ return {body}; }}"))
+}
+
+/// Puts `text` (a helper function) ahead of every kernel of `l`.
+fn prepend(l: Lowered, text: &str) -> Lowered {
     match l {
         Lowered::Run {
             mut dispatches,
             scratch,
         } => {
             for d in &mut dispatches {
-                d.wgsl = format!("fn gelu_(x: f32) -> f32 {{ return {body}; }}\n{}", d.wgsl);
+                d.wgsl = format!("{text}\n{}", d.wgsl);
             }
             Lowered::Run {
                 dispatches,
@@ -546,21 +551,7 @@ fn gemm(c: &NodeCtx, act: &str) -> R<Lowered> {
         extra,
         epilogue: format!("act_({v})"),
     }))
-    .map(|l| match l {
-        Lowered::Run {
-            mut dispatches,
-            scratch,
-        } => {
-            for d in &mut dispatches {
-                d.wgsl = format!("fn act_(v: f32) -> f32 {{ return {act}; }}\n{}", d.wgsl);
-            }
-            Lowered::Run {
-                dispatches,
-                scratch,
-            }
-        }
-        other => other,
-    })
+    .map(|l| prepend(l, &format!("fn act_(v: f32) -> f32 {{ return {act}; }}")))
 }
 
 fn reduce(c: &NodeCtx, mean: bool) -> R<Lowered> {

@@ -278,25 +278,7 @@ pub fn matmul(p: &MatMul) -> Dispatch {
         s,
         "  let bz = wid.z;\n  let row = wid.y * {TILE}u + lid.y;\n  let col = wid.x * {TILE}u + lid.x;"
     );
-    // Batch coordinates → matrix base offsets.
-    let bst = strides(p.batch);
-    let mut a_base = vec!["0u".to_string()];
-    let mut b_base = vec!["0u".to_string()];
-    for (j, (&d, &st)) in p.batch.iter().zip(&bst).enumerate() {
-        let _ = writeln!(s, "  let b{j} = (bz / {st}u) % {d}u;");
-        if p.a_batch[j] != 0 {
-            a_base.push(format!("b{j} * {}u", p.a_batch[j]));
-        }
-        if p.b_batch[j] != 0 {
-            b_base.push(format!("b{j} * {}u", p.b_batch[j]));
-        }
-    }
-    let _ = writeln!(
-        s,
-        "  let abase = {};\n  let bbase = {};",
-        a_base.join(" + "),
-        b_base.join(" + ")
-    );
+    batch_bases(&mut s, p);
     let a_at = if p.trans_a {
         format!("abase + (t + lid.x) * {m}u + row")
     } else {
@@ -338,6 +320,28 @@ pub fn matmul(p: &MatMul) -> Dispatch {
     }
 }
 
+/// Defines `abase` / `bbase`, the offsets of A's and B's matrices for output batch `bz`.
+fn batch_bases(s: &mut String, p: &MatMul) {
+    let bst = strides(p.batch);
+    let mut a_base = vec!["0u".to_string()];
+    let mut b_base = vec!["0u".to_string()];
+    for (j, (&d, &st)) in p.batch.iter().zip(&bst).enumerate() {
+        let _ = writeln!(s, "  let b{j} = (bz / {st}u) % {d}u;");
+        if p.a_batch[j] != 0 {
+            a_base.push(format!("b{j} * {}u", p.a_batch[j]));
+        }
+        if p.b_batch[j] != 0 {
+            b_base.push(format!("b{j} * {}u", p.b_batch[j]));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  let abase = {};\n  let bbase = {};",
+        a_base.join(" + "),
+        b_base.join(" + ")
+    );
+}
+
 /// `matmul` for few rows: one thread per output element, the dot product from global memory.
 fn matmul_small(p: &MatMul) -> Dispatch {
     let (m, n, k) = (p.m, p.n, p.k);
@@ -356,18 +360,7 @@ fn matmul_small(p: &MatMul) -> Dispatch {
         "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {total}u) {{ return; }}\n  let col = i % {n}u;\n  let row = (i / {n}u) % {m}u;\n  let bz = i / {};",
         m * n
     );
-    let bst = strides(p.batch);
-    let mut a_base = vec!["0u".to_string()];
-    let mut b_base = vec!["0u".to_string()];
-    for (j, (&d, &st)) in p.batch.iter().zip(&bst).enumerate() {
-        let _ = writeln!(s, "  let b{j} = (bz / {st}u) % {d}u;");
-        if p.a_batch[j] != 0 {
-            a_base.push(format!("b{j} * {}u", p.a_batch[j]));
-        }
-        if p.b_batch[j] != 0 {
-            b_base.push(format!("b{j} * {}u", p.b_batch[j]));
-        }
-    }
+    batch_bases(&mut s, p);
     let a_at = if p.trans_a {
         format!("q * {m}u + row")
     } else {
@@ -380,9 +373,7 @@ fn matmul_small(p: &MatMul) -> Dispatch {
     };
     let _ = writeln!(
         s,
-        "  let abase = {};\n  let bbase = {};\n  var acc = 0.0;\n  for (var q = 0u; q < {k}u; q = q + 1u) {{ acc = acc + in0[abase + {a_at}] * in1[bbase + {b_at}]; }}",
-        a_base.join(" + "),
-        b_base.join(" + ")
+        "  var acc = 0.0;\n  for (var q = 0u; q < {k}u; q = q + 1u) {{ acc = acc + in0[abase + {a_at}] * in1[bbase + {b_at}]; }}"
     );
     if let Some(idx) = &p.extra {
         let _ = writeln!(s, "  let e = in2[{idx}];");
