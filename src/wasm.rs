@@ -52,7 +52,7 @@ export interface OptimizeOptions {
 export interface RunOptions {
   dims?: Record<string, number>;
   seed?: number;
-  /** "reference" (default). "webgpu" is not in this build yet and is an error. */
+  /** "reference" (default). For WebGPU use `GpuModel.prepare`; "webgpu" here is an error. */
   backend?: string;
 }
 
@@ -169,7 +169,8 @@ impl JsRunOptions {
         match self.backend.as_deref().unwrap_or("reference") {
             "reference" => Ok(()),
             "webgpu" => Err(JsError::new(
-                "backend 'webgpu' is not in this build yet; use 'reference'",
+                "backend 'webgpu': prepare the model with GpuModel.prepare(model, options) and run \
+                 that; Model.run and Bench run on the reference backend",
             )),
             b => Err(JsError::new(&format!(
                 "unknown backend '{b}' (expected 'reference' or 'webgpu')"
@@ -314,6 +315,107 @@ impl WasmModel {
         }
         Ok(result.into())
     }
+}
+
+/// A model prepared on the browser's WebGPU (the WebGPU backend, `src/runtime/webgpu/`), for
+/// inputs sized by `dims`. Every method returns a Promise: the browser cannot block on a GPU.
+#[wasm_bindgen]
+pub struct GpuModel {
+    session: std::rc::Rc<crate::runtime::webgpu::GpuSession>,
+    original: Model,
+}
+
+#[wasm_bindgen]
+impl GpuModel {
+    /// Finds an adapter and prepares `model`; rejects with a clear error where the browser has
+    /// no WebGPU or no adapter (callers then run on the reference backend and say so).
+    #[wasm_bindgen(unchecked_return_type = "Promise<GpuModel>")]
+    pub fn prepare(
+        model: &WasmModel,
+        #[wasm_bindgen(unchecked_param_type = "RunOptions | undefined")] options: JsValue,
+    ) -> Result<js_sys::Promise, JsError> {
+        let o: JsRunOptions = from_js(&options, "gpu options")?;
+        let m = model.model.clone();
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            Ok(GpuModel::prepare_with(m, o.dims).await?.into())
+        }))
+    }
+
+    /// Compute dispatches one run encodes.
+    pub fn dispatches(&self) -> usize {
+        self.session.dispatches()
+    }
+
+    /// Runs once on the GPU. `inputs` as for `Model.run` (missing ones get the seeded random
+    /// values `Model.run` would give them, sized as prepared).
+    #[wasm_bindgen(unchecked_return_type = "Promise<Record<string, TensorValue>>")]
+    pub fn run(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Record<string, TensorValue> | undefined")]
+        inputs: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RunOptions | undefined")] options: JsValue,
+    ) -> Result<js_sys::Promise, JsError> {
+        let o: JsRunOptions = from_js(&options, "run options")?;
+        let given = tensors_from_js(&inputs)?;
+        let feeds = random_inputs(&self.original, &given, &o.dims, o.seed, &Limits::default())
+            .map_err(err)?;
+        let session = self.session.clone();
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            let outs = session.run(&feeds).await.map_err(js_err)?;
+            let result = js_sys::Object::new();
+            for (name, t) in &outs {
+                let v = tensor_to_js(t).map_err(JsValue::from)?;
+                js_sys::Reflect::set(&result, &name.into(), &v)?;
+            }
+            Ok(result.into())
+        }))
+    }
+}
+
+impl GpuModel {
+    /// `prepare` for Rust callers (the wasm tests).
+    pub async fn prepare_with(
+        model: Model,
+        dims: HashMap<String, usize>,
+    ) -> Result<GpuModel, JsValue> {
+        let gpu = crate::runtime::webgpu::Gpu::new().await.map_err(js_err)?;
+        let session =
+            crate::runtime::webgpu::GpuSession::new(&gpu, &model, &dims, &Limits::default())
+                .await
+                .map_err(js_err)?;
+        Ok(GpuModel {
+            session: std::rc::Rc::new(session),
+            original: model,
+        })
+    }
+
+    /// One run for Rust callers: outputs by name.
+    pub async fn run_with(
+        &self,
+        dims: &HashMap<String, usize>,
+        seed: u64,
+    ) -> Result<Vec<(String, Tensor)>, JsValue> {
+        let feeds = random_inputs(
+            &self.original,
+            &HashMap::new(),
+            dims,
+            seed,
+            &Limits::default(),
+        )
+        .map_err(js_err)?;
+        self.session.run(&feeds).await.map_err(js_err)
+    }
+}
+
+impl WasmModel {
+    /// The model inside (for Rust callers).
+    pub fn inner(&self) -> &Model {
+        &self.model
+    }
+}
+
+fn js_err(e: impl std::fmt::Display) -> JsValue {
+    JsError::new(&e.to_string()).into()
 }
 
 /// What `Model.optimize` returns.

@@ -7,7 +7,7 @@
 //!    cargo test --target wasm32-unknown-unknown --test wasm`
 #![cfg(target_arch = "wasm32")]
 
-use fuselab::wasm::{Bench, WasmModel};
+use fuselab::wasm::{Bench, GpuModel, WasmModel};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 
@@ -207,4 +207,32 @@ fn external_data_files_come_with_the_model() {
     js_sys::Reflect::set(&wrong, &"w.bin".into(), &JsValue::from(3)).unwrap();
     let e = error_text(WasmModel::load(&bytes, wrong.into()).err().unwrap());
     assert!(e.contains("'w.bin' is not a Uint8Array"), "{e}");
+}
+
+/// The WebGPU backend in the browser (Chromium's WebGPU, SwiftShader here; webdriver.json passes
+/// `--enable-unsafe-webgpu`): the example, unfused and fused, as the reference backend computes
+/// it, in 2 and 1 dispatches.
+#[wasm_bindgen_test]
+async fn webgpu_in_the_browser_matches_the_reference_backend() {
+    use std::collections::HashMap;
+    let m = WasmModel::load(EXAMPLE, JsValue::UNDEFINED).unwrap();
+    let o = m.optimize(js(r#"{"dims": {"N": 33}}"#)).unwrap();
+    let dims = HashMap::from([("N".to_string(), 33usize)]);
+    let limits = fuselab::Limits::default();
+    for (model, want_dispatches) in [(m.inner().clone(), 2), (o.model().inner().clone(), 1)] {
+        let g = GpuModel::prepare_with(model.clone(), dims.clone())
+            .await
+            .unwrap_or_else(|e| panic!("no WebGPU in this browser: {e:?}"));
+        assert_eq!(g.dispatches(), want_dispatches);
+        let got = g.run_with(&dims, 3).await.unwrap();
+        let feeds =
+            fuselab::runtime::inputs::random_inputs(&model, &HashMap::new(), &dims, 3, &limits)
+                .unwrap();
+        let want = fuselab::runtime::reference::Executor::new(&model, &limits)
+            .unwrap()
+            .run(&feeds)
+            .unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].1.max_abs_diff(&want[0].1), Some(0.0));
+    }
 }

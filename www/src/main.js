@@ -226,14 +226,15 @@ $("dl-report").addEventListener("click", () => {
 // ---- benchmark -----------------------------------------------------------------------------
 
 async function webgpuState() {
-  if (!("gpu" in navigator)) return "WebGPU is not available in this browser.";
+  if (!("gpu" in navigator)) return "WebGPU is not available in this browser: benchmarks run on the reference backend only.";
   try {
     const adapter = await navigator.gpu.requestAdapter();
-    if (!adapter) return "This browser has WebGPU but found no GPU adapter.";
+    if (!adapter) return "This browser has WebGPU but found no GPU adapter: benchmarks run on the reference backend only.";
     const info = adapter.info ?? {};
     const what = [info.vendor, info.architecture, info.description].filter(Boolean).join(" ") || "an adapter";
-    return `This browser has WebGPU (${what}${info.isFallbackAdapter ? ", a software fallback" : ""}), ` +
-      "but fuselab's WebGPU backend is not in this build yet: benchmarks run on the reference backend only.";
+    $("backend").querySelector('option[value="webgpu"]').disabled = false;
+    return `WebGPU is available (${what}${info.isFallbackAdapter ? ", a software fallback: its times say nothing about a GPU" : ""}): ` +
+      "the WebGPU backend runs fuselab's WGSL kernels, each fused op one dispatch.";
   } catch (e) {
     return `WebGPU adapter request failed: ${e.message}`;
   }
@@ -264,9 +265,10 @@ $("bench-form").addEventListener("submit", async (e) => {
       : "";
     const res = $("bench-result");
     res.dataset.speedup = String(mo / mf);
+    const disp = r.dispatches ? ` ${r.dispatches[0]} → ${r.dispatches[1]} dispatches per run.` : "";
     res.textContent =
       `${backend} backend, ${runs} interleaved runs each after a 1 s warm-up: original median ${mo.toFixed(4)} ms, fused median ` +
-      `${mf.toFixed(4)} ms — speedup ${(mo / mf).toFixed(2)}x.${per}`;
+      `${mf.toFixed(4)} ms — speedup ${(mo / mf).toFixed(2)}x.${disp}${per}`;
   } catch (err) {
     $("bench-result").textContent = `Benchmark failed: ${err.message}`;
   } finally {

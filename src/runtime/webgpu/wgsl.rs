@@ -49,12 +49,14 @@ impl Ty {
     }
 }
 
-/// A WGSL f32 literal that reads back as exactly `v`.
+/// A WGSL f32 literal that reads back as exactly `v`. Written as the f32's exact value in
+/// f64 digits: the shortest f32 spelling of the extremes ("3.4028235e38") is, read exactly,
+/// past f32's range, which Chromium's WGSL compiler rejects.
 pub fn lit(v: f32) -> Result<String, String> {
     if !v.is_finite() {
         return Err(format!("constant {v} has no WGSL literal"));
     }
-    let s = format!("{v:?}");
+    let s = format!("{:?}", v as f64);
     Ok(if s.contains(['.', 'e']) {
         s
     } else {
@@ -421,7 +423,7 @@ pub fn softmax(rows: usize, len: usize) -> Dispatch {
     let groups = row_kernel(&mut s, rows);
     let _ = writeln!(
         s,
-        "  let base = r * {len}u;\n  var m = -3.4028235e38;\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ m = max(m, in0[base + j]); }}\n  m = wg_max(m, l);\n  var t = 0.0;\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ t = t + exp(in0[base + j] - m); }}\n  t = wg_sum(t, l);\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ out0[base + j] = exp(in0[base + j] - m) / t; }}\n}}"
+        "  let base = r * {len}u;\n  var m = -3.4028234663852886e38;\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ m = max(m, in0[base + j]); }}\n  m = wg_max(m, l);\n  var t = 0.0;\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ t = t + exp(in0[base + j] - m); }}\n  t = wg_sum(t, l);\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ out0[base + j] = exp(in0[base + j] - m) / t; }}\n}}"
     );
     Dispatch {
         wgsl: s,
@@ -699,12 +701,12 @@ pub fn attention_core(p: &AttentionCore) -> Result<Dispatch, String> {
     };
     let later = if p.causal { "j > q" } else { "false" };
     let mask = format!(
-        "    if ({later}) {{ x = x + -3.4028235e38; }} else if ({pad}) {{ x = x + {}; }}\n",
+        "    if ({later}) {{ x = x + -3.4028234663852886e38; }} else if ({pad}) {{ x = x + {}; }}\n",
         lit(p.filter)?
     );
     let _ = writeln!(
         src,
-        "  let q = r % {s}u;\n  let hd = (r / {s}u) % {heads}u;\n  let b = r / ({s}u * {heads}u);\n  let qrow = (b * {s}u + q) * {w}u + hd * {d}u;\n  var m = -3.4028235e38;\n  for (var j = l; j < {s}u; j = j + {WG}u) {{\n    let krow = (b * {s}u + j) * {w}u + {h}u + hd * {d}u;\n    var x = 0.0;\n    for (var t = 0u; t < {d}u; t = t + 1u) {{ x = x + in0[qrow + t] * in0[krow + t]; }}\n    x = x * {scale};\n{mask}    sc[j] = x;\n    m = max(m, x);\n  }}\n  m = wg_max(m, l);\n  var total = 0.0;\n  for (var j = l; j < {s}u; j = j + {WG}u) {{ let e = exp(sc[j] - m); sc[j] = e; total = total + e; }}\n  total = wg_sum(total, l);\n  for (var t = l; t < {d}u; t = t + {WG}u) {{\n    var acc = 0.0;\n    for (var j = 0u; j < {s}u; j = j + 1u) {{ acc = acc + sc[j] * in0[(b * {s}u + j) * {w}u + {h2}u + hd * {d}u + t]; }}\n    out0[(b * {s}u + q) * {h}u + hd * {d}u + t] = acc / total;\n  }}\n}}",
+        "  let q = r % {s}u;\n  let hd = (r / {s}u) % {heads}u;\n  let b = r / ({s}u * {heads}u);\n  let qrow = (b * {s}u + q) * {w}u + hd * {d}u;\n  var m = -3.4028234663852886e38;\n  for (var j = l; j < {s}u; j = j + {WG}u) {{\n    let krow = (b * {s}u + j) * {w}u + {h}u + hd * {d}u;\n    var x = 0.0;\n    for (var t = 0u; t < {d}u; t = t + 1u) {{ x = x + in0[qrow + t] * in0[krow + t]; }}\n    x = x * {scale};\n{mask}    sc[j] = x;\n    m = max(m, x);\n  }}\n  m = wg_max(m, l);\n  var total = 0.0;\n  for (var j = l; j < {s}u; j = j + {WG}u) {{ let e = exp(sc[j] - m); sc[j] = e; total = total + e; }}\n  total = wg_sum(total, l);\n  for (var t = l; t < {d}u; t = t + {WG}u) {{\n    var acc = 0.0;\n    for (var j = 0u; j < {s}u; j = j + 1u) {{ acc = acc + sc[j] * in0[(b * {s}u + j) * {w}u + {h2}u + hd * {d}u + t]; }}\n    out0[(b * {s}u + q) * {h}u + hd * {d}u + t] = acc / total;\n  }}\n}}",
         heads = p.heads,
         w = 3 * h,
         h2 = 2 * h,
@@ -822,10 +824,12 @@ mod tests {
 
     #[test]
     fn literals_round_trip_and_refuse_non_finite() {
-        for v in [0.5f32, 1.0, 1e-5, -3.4028235e38, 0.7978846, 1.0e-45] {
+        for v in [0.5f32, 1.0, 1e-5, -3.4028234663852886e38, 0.7978846, 1.0e-45] {
             let s = lit(v).unwrap();
             assert!(s.contains(['.', 'e']), "{s}");
             assert_eq!(s.parse::<f32>().unwrap(), v, "{s}");
+            // In range as an exact (abstract) number, as WGSL compilers read it.
+            assert!(s.parse::<f64>().unwrap().abs() <= f32::MAX as f64, "{s}");
         }
         assert!(lit(f32::INFINITY).is_err());
         assert!(lit(f32::NAN).is_err());
