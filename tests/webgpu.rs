@@ -517,7 +517,143 @@ fn fused_elementwise_is_one_kernel(gpu: &Gpu) {
     assert_eq!(check(gpu, &fused, &inputs, 2e-6), 1);
 }
 
+fn comparisons_logic_and_reduce_sum(gpu: &Gpu) {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = f32_in(&mut b, "x", &[5, 33]);
+    let y = f32_in(&mut b, "y", &[33]);
+    let mut bools = Vec::new();
+    for op in ["Equal", "LessOrEqual", "Greater", "GreaterOrEqual", "Less"] {
+        let v = b.op(op, &[x, y], vec![]);
+        b.output(v, &op.to_lowercase());
+        bools.push(v);
+    }
+    for (op, (p, q)) in [("And", (1, 2)), ("Or", (0, 3)), ("Xor", (2, 4))] {
+        let v = b.op(op, &[bools[p], bools[q]], vec![]);
+        b.output(v, &op.to_lowercase());
+    }
+    let axes = b.initializer("axes", &Tensor::from_i64s(&[1]));
+    let r = b.op("ReduceSum", &[x, axes], vec![attr::int("keepdims", 0)]);
+    b.output(r, "sum");
+    // Values on a coarse grid, so that equal pairs occur.
+    let grid = |t: Tensor| Tensor::F32(t.as_f32().unwrap().mapv(|v| (v * 3.0).round()));
+    let xs = grid(seeded_f32(&[5, 33], 40));
+    let ys = grid(seeded_f32(&[33], 41));
+    assert_eq!(check(gpu, &b.build(), &[("x", xs), ("y", ys)], 1e-6), 9);
+}
+
+/// Attention (with a padding mask, causal or not) and EmbedLayerNormalization on their own.
+fn attention_and_embed_layer_norm(gpu: &Gpu) {
+    let (batch, seq, hidden) = (2, 7, 32);
+    for causal in [0, 1] {
+        let mut b = GraphBuilder::new("g", 17);
+        b.import("com.microsoft", 1);
+        let x = f32_in(&mut b, "x", &[batch, seq, hidden]);
+        let mask = b.input("mask", DType::I32, dims(&[batch as i64, seq as i64]));
+        let w = b.initializer("w", &seeded_f32(&[hidden, 3 * hidden], 42));
+        let bias = b.initializer("bias", &seeded_f32(&[3 * hidden], 43));
+        let out = b.node(
+            "com.microsoft",
+            "Attention",
+            &[Some(x), Some(w), Some(bias), Some(mask)],
+            1,
+            vec![
+                attr::int("num_heads", 4),
+                attr::int("unidirectional", causal),
+            ],
+        )[0];
+        b.output(out, "y");
+        // Row 0 pads its last two keys; row 1 masks every key (a uniform softmax).
+        let m: Vec<i32> = (0..batch * seq).map(|i| i32::from(i < seq - 2)).collect();
+        let mask_t = Tensor::I32(ArrayD::from_shape_vec(IxDyn(&[batch, seq]), m).unwrap());
+        let n = check_abs(
+            gpu,
+            &b.build(),
+            &[
+                ("x", seeded_f32(&[batch, seq, hidden], 44)),
+                ("mask", mask_t),
+            ],
+            1e-5,
+        );
+        assert_eq!(n, 2, "projection, then attention");
+    }
+    let mut b = GraphBuilder::new("g", 17);
+    b.import("com.microsoft", 1);
+    let ids = b.input("ids", DType::I32, dims(&[batch as i64, seq as i64]));
+    let segs = b.input("segs", DType::I32, dims(&[batch as i64, seq as i64]));
+    let word = b.initializer("word", &seeded_f32(&[50, hidden], 45));
+    let pos = b.initializer("pos", &seeded_f32(&[16, hidden], 46));
+    let seg = b.initializer("seg", &seeded_f32(&[2, hidden], 47));
+    let gamma = b.initializer("gamma", &seeded_f32(&[hidden], 48));
+    let beta = b.initializer("beta", &seeded_f32(&[hidden], 49));
+    let outs = b.node(
+        "com.microsoft",
+        "EmbedLayerNormalization",
+        &[
+            Some(ids),
+            Some(segs),
+            Some(word),
+            Some(pos),
+            Some(seg),
+            Some(gamma),
+            Some(beta),
+        ],
+        2,
+        vec![attr::float("epsilon", 1e-12)],
+    );
+    b.output(outs[0], "y");
+    b.output(outs[1], "mask_index");
+    let ints = |v: Vec<i32>| Tensor::I32(ArrayD::from_shape_vec(IxDyn(&[batch, seq]), v).unwrap());
+    let n = check_abs(
+        gpu,
+        &b.build(),
+        &[
+            (
+                "ids",
+                ints((0..batch * seq).map(|i| (i * 7 % 50) as i32).collect()),
+            ),
+            (
+                "segs",
+                ints((0..batch * seq).map(|i| (i % 2) as i32).collect()),
+            ),
+        ],
+        1e-5,
+    );
+    assert_eq!(n, 2, "the embedding, then the zero mask_index");
+}
+
+/// A device that goes away mid-session is an error on the next run, not a panic.
+fn a_lost_device_is_an_error(_gpu: &Gpu) {
+    let own = pollster::block_on(Gpu::new()).unwrap();
+    let mut b = GraphBuilder::new("g", 17);
+    let x = f32_in(&mut b, "x", &[4]);
+    let z = b.op("Relu", &[x], vec![]);
+    b.output(z, "z");
+    let m = b.build();
+    let s = pollster::block_on(GpuSession::new(
+        &own,
+        &m,
+        &HashMap::new(),
+        &Limits::default(),
+    ))
+    .unwrap();
+    let inputs = HashMap::from([("x".to_string(), seeded_f32(&[4], 1))]);
+    assert!(pollster::block_on(s.run(&inputs)).is_ok());
+    own.destroy();
+    let e = pollster::block_on(s.run(&inputs)).unwrap_err().to_string();
+    assert!(e.starts_with("webgpu: "), "{e}");
+    println!("  after destroy: {e}");
+}
+
 const CASES: &[Case] = &[
+    (
+        "comparisons_logic_and_reduce_sum",
+        comparisons_logic_and_reduce_sum,
+    ),
+    (
+        "attention_and_embed_layer_norm",
+        attention_and_embed_layer_norm,
+    ),
+    ("a_lost_device_is_an_error", a_lost_device_is_an_error),
     (
         "fused_elementwise_is_one_kernel",
         fused_elementwise_is_one_kernel,

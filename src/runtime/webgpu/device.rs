@@ -75,6 +75,12 @@ impl Gpu {
         )
     }
 
+    /// Releases the device now. Sessions on it then fail with an error saying the device was
+    /// lost, as they do when a driver reset or the browser takes the device back.
+    pub fn destroy(&self) {
+        self.device.destroy();
+    }
+
     /// Largest buffer a kernel may bind.
     pub fn max_binding_bytes(&self) -> u64 {
         self.limits
