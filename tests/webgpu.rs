@@ -644,7 +644,46 @@ fn a_lost_device_is_an_error(_gpu: &Gpu) {
     println!("  after destroy: {e}");
 }
 
+/// A value bigger than the device's buffer limit is refused at prepare time, naming it.
+fn a_buffer_over_the_device_limit_is_an_error(gpu: &Gpu) {
+    let small = gpu.clone().with_max_binding_bytes(1024);
+    let mut b = GraphBuilder::new("g", 17);
+    let x = f32_in(&mut b, "x", &[17, 16]);
+    let z = b.op("Relu", &[x], vec![]);
+    b.output(z, "z");
+    let m = b.build();
+    let e = pollster::block_on(GpuSession::new(
+        &small,
+        &m,
+        &HashMap::new(),
+        &Limits::default(),
+    ))
+    .err()
+    .expect("a 1 KiB device cannot hold 17x16 floats")
+    .to_string();
+    assert!(
+        e.contains("needs 1088 bytes, over this device's 1024-byte buffer limit"),
+        "{e}"
+    );
+    // 16x16 floats (exactly 1 KiB) fit.
+    let mut b = GraphBuilder::new("g", 17);
+    let x = f32_in(&mut b, "x", &[16, 16]);
+    let z = b.op("Relu", &[x], vec![]);
+    b.output(z, "z");
+    assert!(pollster::block_on(GpuSession::new(
+        &small,
+        &b.build(),
+        &HashMap::new(),
+        &Limits::default()
+    ))
+    .is_ok());
+}
+
 const CASES: &[Case] = &[
+    (
+        "a_buffer_over_the_device_limit_is_an_error",
+        a_buffer_over_the_device_limit_is_an_error,
+    ),
     (
         "comparisons_logic_and_reduce_sum",
         comparisons_logic_and_reduce_sum,

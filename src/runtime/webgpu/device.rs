@@ -81,6 +81,15 @@ impl Gpu {
         self.device.destroy();
     }
 
+    /// This device with buffers capped at `bytes` (at most the adapter's own limit): a session
+    /// prepared on it fails the way it would on a device that small, e.g. a browser's 128 MiB.
+    pub fn with_max_binding_bytes(mut self, bytes: u64) -> Gpu {
+        let cap = bytes.min(self.max_binding_bytes());
+        self.limits.max_storage_buffer_binding_size = cap;
+        self.limits.max_buffer_size = cap;
+        self
+    }
+
     /// Largest buffer a kernel may bind.
     pub fn max_binding_bytes(&self) -> u64 {
         self.limits
