@@ -308,12 +308,7 @@ impl WasmModel {
         let feeds = random_inputs(&self.model, &given, &o.dims, o.seed, &limits).map_err(err)?;
         let ex = Executor::new(&self.model, &limits).map_err(err)?;
         let outs = ex.run(&feeds).map_err(err)?;
-        let result = js_sys::Object::new();
-        for (name, t) in &outs {
-            js_sys::Reflect::set(&result, &name.into(), &tensor_to_js(t)?)
-                .map_err(|_| JsError::new("cannot build the result"))?;
-        }
-        Ok(result.into())
+        outputs_to_js(&outs)
     }
 }
 
@@ -362,12 +357,7 @@ impl GpuModel {
         let session = self.session.clone();
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             let outs = session.run(&feeds).await.map_err(js_err)?;
-            let result = js_sys::Object::new();
-            for (name, t) in &outs {
-                let v = tensor_to_js(t).map_err(JsValue::from)?;
-                js_sys::Reflect::set(&result, &name.into(), &v)?;
-            }
-            Ok(result.into())
+            outputs_to_js(&outs).map_err(JsValue::from)
         }))
     }
 }
@@ -662,6 +652,16 @@ fn array<T>(name: &str, shape: &[usize], data: Vec<T>) -> Result<ArrayD<T>, JsEr
             "input '{name}': {len} values do not fill shape {shape:?}"
         ))
     })
+}
+
+/// Graph outputs as `{ name: TensorValue }`.
+fn outputs_to_js(outs: &[(String, Tensor)]) -> Result<JsValue, JsError> {
+    let result = js_sys::Object::new();
+    for (name, t) in outs {
+        js_sys::Reflect::set(&result, &name.into(), &tensor_to_js(t)?)
+            .map_err(|_| JsError::new("cannot build the result"))?;
+    }
+    Ok(result.into())
 }
 
 fn tensor_to_js(t: &Tensor) -> Result<JsValue, JsError> {

@@ -147,6 +147,11 @@ impl<'m> Executor<'m> {
         })
     }
 
+    /// An initializer's value, decoded when the executor was made.
+    pub fn constant(&self, v: ValueId) -> Option<&Tensor> {
+        self.constants.get(v.0 as usize).and_then(|c| c.as_ref())
+    }
+
     /// Runs the graph. `inputs` by graph-input name; an input with an initializer may be omitted
     /// (its initializer is the default). Returns the graph outputs in order, by name.
     pub fn run(&self, inputs: &HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>> {

@@ -14,6 +14,15 @@ pub struct Info {
     pub shape: Vec<usize>,
 }
 
+impl Info {
+    pub fn of(t: &Tensor) -> Info {
+        Info {
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+        }
+    }
+}
+
 pub enum Lowered {
     /// Output 0 holds input 0's elements in the same order.
     Alias,
@@ -252,7 +261,7 @@ pub fn lower(c: &NodeCtx) -> R<Lowered> {
             let axis = norm_axis(c.int_attr("axis", 0), data.len())?;
             run(wgsl::gather(data, &c.input(1)?.shape, axis, c.ty(0)?))
         }
-        ("", "MatMul") => matmul(c, None),
+        ("", "MatMul") => matmul(c),
         ("", "Gemm") => gemm(c, "v"),
         ("com.microsoft", "FusedGemm") => {
             let act = c.node.attr_string("activation").unwrap_or_default();
@@ -447,7 +456,7 @@ fn split(c: &NodeCtx) -> R<Lowered> {
     })
 }
 
-fn matmul(c: &NodeCtx, _bias: Option<usize>) -> R<Lowered> {
+fn matmul(c: &NodeCtx) -> R<Lowered> {
     let (a, b) = (&c.input(0)?.shape, &c.input(1)?.shape);
     if c.ty(0)? != Ty::F32 {
         return Err("MatMul is float32-only on webgpu".into());

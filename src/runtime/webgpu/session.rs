@@ -8,7 +8,6 @@ use ndarray::{ArrayD, IxDyn};
 
 use crate::ir::{Model, NodeId, ValueId};
 use crate::limits::Limits;
-use crate::onnx::tensor::to_tensor;
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::reference::{Executor, StepObserver};
 use crate::tensor::{DType, Tensor};
@@ -63,13 +62,7 @@ impl StepObserver for Tracer<'_> {
     fn before(&mut self, _: NodeId) {}
     fn after(&mut self, _: NodeId) {}
     fn produced(&mut self, v: ValueId, t: &Tensor) {
-        self.infos.insert(
-            v,
-            Info {
-                dtype: t.dtype(),
-                shape: t.shape().to_vec(),
-            },
-        );
+        self.infos.insert(v, Info::of(t));
         if self.is_static.contains(&v) {
             self.statics.insert(v, t.clone());
         }
@@ -154,28 +147,18 @@ impl GpuSession {
             mut statics,
             ..
         } = tracer;
-        for (v, t) in g.initializers() {
-            let t = to_tensor(t, limits)?;
-            infos.insert(
-                v,
-                Info {
-                    dtype: t.dtype(),
-                    shape: t.shape().to_vec(),
-                },
-            );
-            statics.insert(v, t);
+        // Initializers as the executor decoded them (not decoded a second time).
+        for (v, _) in g.initializers() {
+            if let Some(t) = ex.constant(v) {
+                infos.insert(v, Info::of(t));
+                statics.insert(v, t.clone());
+            }
         }
         let mut inputs = Vec::new();
         for &v in &g.inputs {
             let name = g.name(v).to_string();
             if let Some(t) = feeds.get(&name) {
-                infos.insert(
-                    v,
-                    Info {
-                        dtype: t.dtype(),
-                        shape: t.shape().to_vec(),
-                    },
-                );
+                infos.insert(v, Info::of(t));
                 inputs.push((v, name));
             }
         }

@@ -262,11 +262,8 @@ pub fn matmul(p: &MatMul) -> Dispatch {
     let (m, n, k) = (p.m, p.n, p.k);
     let batches = numel(p.batch).max(1);
     let mut s = String::new();
-    let mut reads = vec![Ty::F32, Ty::F32];
-    if p.extra.is_some() {
-        reads.push(Ty::F32);
-    }
-    bindings(&mut s, &reads, &[Ty::F32]);
+    let reads = matmul_reads(p);
+    bindings(&mut s, &vec![Ty::F32; reads.len()], &[Ty::F32]);
     s.push_str(PRELUDE);
     let _ = writeln!(
         s,
@@ -306,10 +303,6 @@ pub fn matmul(p: &MatMul) -> Dispatch {
         m * n,
         p.epilogue
     );
-    let mut reads_b = vec![Bind::In(0), Bind::In(1)];
-    if p.extra.is_some() {
-        reads_b.push(Bind::In(2));
-    }
     Dispatch {
         wgsl: s,
         groups: [
@@ -317,9 +310,18 @@ pub fn matmul(p: &MatMul) -> Dispatch {
             m.div_ceil(TILE as usize) as u32,
             batches as u32,
         ],
-        reads: reads_b,
+        reads,
         writes: vec![Bind::Out(0)],
     }
+}
+
+/// A, B and, when the epilogue reads it, the extra input.
+fn matmul_reads(p: &MatMul) -> Vec<Bind> {
+    let mut reads = vec![Bind::In(0), Bind::In(1)];
+    if p.extra.is_some() {
+        reads.push(Bind::In(2));
+    }
+    reads
 }
 
 /// Defines `abase` / `bbase`, the offsets of A's and B's matrices for output batch `bz`.
@@ -351,11 +353,8 @@ fn matmul_small(p: &MatMul) -> Dispatch {
     let total = batches * m * n;
     let (groups, xthreads) = grid(total, WG);
     let mut s = String::new();
-    let mut reads = vec![Ty::F32, Ty::F32];
-    if p.extra.is_some() {
-        reads.push(Ty::F32);
-    }
-    bindings(&mut s, &reads, &[Ty::F32]);
+    let reads = matmul_reads(p);
+    bindings(&mut s, &vec![Ty::F32; reads.len()], &[Ty::F32]);
     s.push_str(PRELUDE);
     let _ = writeln!(
         s,
@@ -381,14 +380,10 @@ fn matmul_small(p: &MatMul) -> Dispatch {
         let _ = writeln!(s, "  let e = in2[{idx}];");
     }
     let _ = writeln!(s, "  out0[i] = {};\n}}", p.epilogue);
-    let mut reads_b = vec![Bind::In(0), Bind::In(1)];
-    if p.extra.is_some() {
-        reads_b.push(Bind::In(2));
-    }
     Dispatch {
         wgsl: s,
         groups,
-        reads: reads_b,
+        reads,
         writes: vec![Bind::Out(0)],
     }
 }
