@@ -1,10 +1,13 @@
 //! fuselab: parse ONNX models, fuse adjacent operators into semantics-preserving fused nodes,
 //! and execute graphs on a reference backend (native and wasm).
 
+pub mod builder;
 pub mod error;
+pub mod io;
 pub mod ir;
 pub mod limits;
 pub mod onnx;
+pub mod ops;
 pub mod passes;
 pub mod pipeline;
 pub mod report;

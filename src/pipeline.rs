@@ -86,7 +86,7 @@ pub fn optimize_with(
     }
     let mut optimized = original.clone();
     let t0 = clock();
-    crate::ir::specialize::fix_dims(&mut optimized, &opts.fix_dims)?;
+    crate::passes::specialize::fix_dims(&mut optimized, &opts.fix_dims)?;
     let trace = Engine::new(rules).run(&mut optimized)?;
     let optimize_ms = clock() - t0;
     let parity = if opts.parity {

@@ -157,7 +157,7 @@ pub fn graph_view(model: &Model, prov: Option<&Provenance>) -> GraphView {
             op_type: n.op_type.clone(),
             domain: n.domain.clone(),
             attributes: n
-                .attributes
+                .attributes()
                 .iter()
                 .map(|a| (a.name.clone(), attr_text(a)))
                 .collect(),

@@ -21,8 +21,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 
+use crate::io::{load_bytes, to_bytes, ExternalData, LoadOptions};
 use crate::ir::Model;
-use crate::onnx::{load_bytes, to_bytes, ExternalData, LoadOptions};
 use crate::pipeline::{self, OptimizeOptions};
 use crate::report::OptimizeReport;
 use crate::runtime::inputs::random_inputs;

@@ -7,11 +7,11 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use fuselab::io::{load_bytes, load_file, LoadOptions};
 use fuselab::onnx::proto::{
     data_type, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
     TensorProto, DATA_LOCATION_EXTERNAL,
 };
-use fuselab::onnx::{load_bytes, load_file, LoadOptions};
 use fuselab::{Error, Limits};
 use prost::Message;
 
@@ -111,7 +111,7 @@ fn check(name: &str, m: &ModelProto, needle: &str) {
 
 fn example_bytes() -> Vec<u8> {
     let m = common::eyelike_add(None);
-    fuselab::onnx::to_bytes(&m).unwrap()
+    fuselab::io::to_bytes(&m).unwrap()
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn truncated_files_are_decode_errors() {
     // Protobuf has no end marker: a cut exactly between two top-level fields is a valid (smaller)
     // model. A cut anywhere inside the graph field must fail.
     let bytes = example_bytes();
-    let graph_bytes = fuselab::onnx::to_model_proto(&common::eyelike_add(None))
+    let graph_bytes = fuselab::io::to_model_proto(&common::eyelike_add(None))
         .unwrap()
         .graph
         .unwrap()
@@ -366,7 +366,7 @@ fn missing_and_misshapen_inputs_at_run_time() {
 
 #[test]
 fn kernel_outputs_are_checked_against_the_limit_before_allocating() {
-    use fuselab::ir::builder::{dims, GraphBuilder};
+    use fuselab::builder::{dims, GraphBuilder};
     use std::collections::HashMap;
     // ReduceSum over the empty axis of X [2, 0, 2^20] yields 2 x 2^20 zeros: 8 MiB from an
     // empty input, over a 1 MiB limit.

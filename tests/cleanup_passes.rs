@@ -3,8 +3,9 @@
 mod common;
 
 use common::{ops, parity};
-use fuselab::ir::builder::{dims, sym, GraphBuilder};
-use fuselab::ir::{attr, verify::verify, Model};
+use fuselab::builder::{dims, sym, GraphBuilder};
+use fuselab::ir::{attr, Model};
+use fuselab::ops::verify;
 use fuselab::passes::{optimize, Trace};
 use fuselab::{DType, Tensor};
 
@@ -183,6 +184,6 @@ fn values_read_by_subgraphs_are_not_redirected() {
         trace.rejected
     );
     // And the saved model still loads: the body's reference resolves.
-    let bytes = fuselab::onnx::to_bytes(&opt).unwrap();
-    fuselab::onnx::load_bytes(&bytes, &Default::default()).unwrap();
+    let bytes = fuselab::io::to_bytes(&opt).unwrap();
+    fuselab::io::load_bytes(&bytes, &Default::default()).unwrap();
 }

@@ -269,7 +269,7 @@ fn errors_exit_2_with_one_message() {
 
 #[test]
 fn unsupported_op_is_named_unless_parity_is_skipped() {
-    use fuselab::ir::builder::{dims, GraphBuilder};
+    use fuselab::builder::{dims, GraphBuilder};
     let mut b = GraphBuilder::new("g", 17);
     let x = b.input("X", fuselab::DType::F32, dims(&[2, 2]));
     let y = b.node("com.example", "Mystery", &[Some(x)], 1, vec![])[0];
@@ -280,7 +280,7 @@ fn unsupported_op_is_named_unless_parity_is_skipped() {
     m.graph.value_mut(y).ty = fuselab::ir::TensorType::new(fuselab::DType::F32, dims(&[2, 2]));
     let d = tmp("unsupported");
     let (src, opt) = (d.join("m.onnx"), d.join("o.onnx"));
-    fuselab::onnx::save_file(&m, &src).unwrap();
+    fuselab::io::save_file(&m, &src).unwrap();
     let out = fuselab(&["optimize", s(&src), "-o", s(&opt)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -291,7 +291,7 @@ fn unsupported_op_is_named_unless_parity_is_skipped() {
     // Passes still run soundly around the unknown op: the Identity goes, the Mystery stays.
     let stdout = ok(&["optimize", s(&src), "-o", s(&opt), "--no-parity"]);
     assert!(stdout.contains("2 -> 1 nodes"), "{stdout}");
-    let saved = fuselab::onnx::load_file(&opt, &fuselab::Limits::default()).unwrap();
+    let saved = fuselab::io::load_file(&opt, &fuselab::Limits::default()).unwrap();
     assert_eq!(common::ops(&saved), vec![("Mystery".to_string(), 1)]);
     assert_eq!(saved.graph.name(saved.graph.outputs[0]), "Y");
 }

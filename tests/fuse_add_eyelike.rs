@@ -3,8 +3,9 @@
 mod common;
 
 use common::{eyelike_add, ops, parity};
-use fuselab::ir::builder::{dims, sym, GraphBuilder};
-use fuselab::ir::{attr, verify::verify};
+use fuselab::builder::{dims, sym, GraphBuilder};
+use fuselab::ir::attr;
+use fuselab::ops::verify;
 use fuselab::passes::optimize;
 use fuselab::DType;
 

@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{ops, parity, repo, seeded_f32};
-use fuselab::ir::builder::{dims, sym, GraphBuilder};
+use fuselab::builder::{dims, sym, GraphBuilder};
 use fuselab::ir::types::Dim;
 use fuselab::ir::{attr, Model, ValueId};
 use fuselab::passes::Trace;
@@ -517,9 +517,9 @@ fn attention_rejects_float64() {
 #[test]
 fn bert_tiny_at_fixed_dims_fuses_both_attention_blocks() {
     let path = repo().join("tests/models/bert_tiny.onnx");
-    let mut m = fuselab::onnx::load::load_file(&path, &Limits::default()).unwrap();
+    let mut m = fuselab::io::load::load_file(&path, &Limits::default()).unwrap();
     let fixed = HashMap::from([("batch".to_string(), 2), ("seq".to_string(), 8)]);
-    fuselab::ir::specialize::fix_dims(&mut m, &fixed).unwrap();
+    fuselab::passes::specialize::fix_dims(&mut m, &fixed).unwrap();
     let (opt, _) = fuse(&m);
     assert_eq!(count(&opt, "Attention"), 2);
     assert_eq!(count(&opt, "Softmax"), 0);
@@ -542,7 +542,7 @@ fn bert_tiny_at_fixed_dims_fuses_both_attention_blocks() {
 #[test]
 fn gpt2_tiny_fuses_causal_attention_with_dynamic_dims() {
     let path = repo().join("tests/models/gpt2_tiny.onnx");
-    let m = fuselab::onnx::load::load_file(&path, &Limits::default()).unwrap();
+    let m = fuselab::io::load::load_file(&path, &Limits::default()).unwrap();
     let (opt, trace) = fuse(&m);
     assert_eq!(count(&opt, "Attention"), 2);
     assert_eq!(count(&opt, "Softmax"), 0);

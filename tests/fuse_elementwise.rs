@@ -8,7 +8,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 
 use common::{assert_parity_within, counts, fuse, ops, parity, repo};
-use fuselab::ir::builder::{dims, sym, GraphBuilder};
+use fuselab::builder::{dims, sym, GraphBuilder};
 use fuselab::ir::expr::{Expr, MAX_DEPTH};
 use fuselab::ir::model::FUSELAB_DOMAIN;
 use fuselab::ir::{attr, Model, ValueId};
@@ -384,7 +384,7 @@ fn a_chain_deeper_than_the_expression_limit_is_not_fused() {
 
 fn load(stem: &str) -> Model {
     let path = repo().join(format!("tests/models/{stem}.onnx"));
-    fuselab::onnx::load_file(&path, &Limits::default()).unwrap()
+    fuselab::io::load_file(&path, &Limits::default()).unwrap()
 }
 
 fn histogram(m: &Model) -> BTreeMap<String, usize> {

@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{assert_parity_within, counts, fuse, ops, parity, repo};
-use fuselab::ir::builder::{sym, GraphBuilder};
+use fuselab::builder::{sym, GraphBuilder};
 use fuselab::ir::types::Dim;
 use fuselab::ir::{attr, Model, ValueId};
 use fuselab::runtime::inputs::random_inputs;
@@ -301,7 +301,7 @@ fn a_sequence_longer_than_the_position_table_fails_in_both() {
 fn bert_exports_fuse_their_embeddings() {
     for (stem, nodes_before) in [("bert_tiny", 306), ("bert_tiny_op17", 256)] {
         let path = repo().join(format!("tests/models/{stem}.onnx"));
-        let m = fuselab::onnx::load_file(&path, &Limits::default()).unwrap();
+        let m = fuselab::io::load_file(&path, &Limits::default()).unwrap();
         assert_eq!(m.graph.node_count(), nodes_before);
         let (opt, trace) = fuse(&m, &[]);
         let hist: HashMap<String, usize> = ops(&opt).into_iter().collect();

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{counts, fuse, ops, parity, seeded_f32};
-use fuselab::ir::builder::{sym, GraphBuilder};
+use fuselab::builder::{sym, GraphBuilder};
 use fuselab::ir::types::Dim;
 use fuselab::ir::{attr, Model};
 use fuselab::{DType, Tensor};

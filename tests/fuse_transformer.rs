@@ -5,7 +5,7 @@
 mod common;
 
 use common::{assert_parity_within, counts, fuse, ops, seeded_f32};
-use fuselab::ir::builder::{dims, sym, GraphBuilder};
+use fuselab::builder::{dims, sym, GraphBuilder};
 use fuselab::ir::types::Dim;
 use fuselab::ir::{attr, Model, ValueId};
 use fuselab::{DType, Tensor};

@@ -1,10 +1,10 @@
 //! Static type/shape inference for the comparison, logical and indexing ops (Gather, Slice,
 //! Split, Expand, Range, ConstantOfShape, Flatten, Trilu, Where and friends).
 
-use fuselab::ir::builder::{dims, sym, GraphBuilder};
-use fuselab::ir::verify::verify;
+use fuselab::builder::{dims, sym, GraphBuilder};
 use fuselab::ir::{attr, Dim, Model, ValueId};
 use fuselab::onnx::tensor::from_tensor;
+use fuselab::ops::verify;
 use fuselab::{DType, Error, Tensor};
 use ndarray::{ArrayD, IxDyn};
 

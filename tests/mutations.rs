@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use fuselab::onnx::{load_bytes, LoadOptions};
+use fuselab::io::{load_bytes, LoadOptions};
 use fuselab::runtime::inputs::{random_inputs, Rng};
 use fuselab::runtime::reference::{lookup, Executor};
 use fuselab::Limits;

@@ -56,7 +56,7 @@ fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
 
 fn run_case(dir: &Path) -> Outcome {
     let limits = Limits::default();
-    let model = match fuselab::onnx::load_file(&dir.join("model.onnx"), &limits) {
+    let model = match fuselab::io::load_file(&dir.join("model.onnx"), &limits) {
         Ok(m) => m,
         Err(e) => return Outcome::Fail(format!("load: {e}")),
     };

@@ -2,7 +2,7 @@
 
 mod common;
 
-use fuselab::ir::builder::{sym, GraphBuilder};
+use fuselab::builder::{sym, GraphBuilder};
 use fuselab::ir::{Model, Node, NodeId};
 use fuselab::passes::{Patch, Proposal, Rule};
 use fuselab::pipeline::{optimize, optimize_with, OptimizeOptions};

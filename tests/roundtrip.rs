@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use fuselab::onnx::{load::decode, load_file, to_model_proto};
+use fuselab::io::{load::decode, load_file, to_model_proto};
 use fuselab::Limits;
 use prost::Message;
 
@@ -39,9 +39,8 @@ fn round_trip(path: &Path) -> Result<bool, String> {
         return Err(format!("saved model differs from the original in {what}"));
     }
     // And the saved bytes load again to the same thing.
-    let again =
-        fuselab::onnx::load_bytes(&fuselab::onnx::to_bytes(&m).unwrap(), &Default::default())
-            .map_err(|e| format!("re-load failed: {e}"))?;
+    let again = fuselab::io::load_bytes(&fuselab::io::to_bytes(&m).unwrap(), &Default::default())
+        .map_err(|e| format!("re-load failed: {e}"))?;
     if to_model_proto(&again).unwrap().encode_to_vec() != saved.encode_to_vec() {
         return Err("second round trip differs".into());
     }
@@ -119,10 +118,10 @@ fn passes_are_sound_on_every_corpus_model() {
         let result = fuselab::passes::optimize(&mut m, &[])
             .and_then(|trace| {
                 rewritten += usize::from(!trace.rewrites.is_empty());
-                fuselab::ir::verify::verify(&m)
+                fuselab::ops::verify(&m)
             })
-            .and_then(|_| fuselab::onnx::to_bytes(&m))
-            .and_then(|b| fuselab::onnx::load_bytes(&b, &Default::default()).map(|_| ()));
+            .and_then(|_| fuselab::io::to_bytes(&m))
+            .and_then(|b| fuselab::io::load_bytes(&b, &Default::default()).map(|_| ()));
         if let Err(e) = result {
             failures.push(format!("{}: {e}", f.display()));
         }
@@ -403,7 +402,7 @@ fn every_part_of_a_model_survives_a_round_trip() {
         configuration: vec![],
     };
     let bytes = model.encode_to_vec();
-    let loaded = fuselab::onnx::load_bytes(&bytes, &Default::default()).unwrap();
+    let loaded = fuselab::io::load_bytes(&bytes, &Default::default()).unwrap();
     let saved = to_model_proto(&loaded).unwrap();
     assert_eq!(
         saved.encode_to_vec(),
@@ -476,7 +475,7 @@ fn sparse_initializers_and_annotated_tensors_are_kept() {
         ..Default::default()
     };
     let bytes = model.encode_to_vec();
-    let mut m = fuselab::onnx::load_bytes(&bytes, &Default::default()).unwrap();
+    let mut m = fuselab::io::load_bytes(&bytes, &Default::default()).unwrap();
     assert_eq!(to_model_proto(&m).unwrap().encode_to_vec(), bytes);
     fuselab::passes::optimize(&mut m, &[]).unwrap();
     let g = &m.graph;
@@ -509,6 +508,6 @@ fn a_value_that_is_both_input_and_output_keeps_both_declarations() {
         ..Default::default()
     };
     let bytes = model.encode_to_vec();
-    let m = fuselab::onnx::load_bytes(&bytes, &Default::default()).unwrap();
+    let m = fuselab::io::load_bytes(&bytes, &Default::default()).unwrap();
     assert_eq!(to_model_proto(&m).unwrap().encode_to_vec(), bytes);
 }

@@ -4,10 +4,11 @@
 mod common;
 
 use common::{ops, parity};
-use fuselab::ir::builder::{sym, GraphBuilder};
-use fuselab::ir::shape_value::{int_elements, reshape_dims};
+use fuselab::builder::{sym, GraphBuilder};
 use fuselab::ir::types::Dim;
-use fuselab::ir::{attr, verify::verify, Model, ValueId};
+use fuselab::ir::{attr, Model, ValueId};
+use fuselab::ops::shape_value::{int_elements, reshape_dims};
+use fuselab::ops::verify;
 use fuselab::passes::{optimize, Trace};
 use fuselab::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};

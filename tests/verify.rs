@@ -2,9 +2,9 @@
 
 mod common;
 
-use fuselab::ir::builder::{dims, sym, GraphBuilder};
-use fuselab::ir::verify::verify;
+use fuselab::builder::{dims, sym, GraphBuilder};
 use fuselab::ir::{attr, Dim, Node};
+use fuselab::ops::verify;
 use fuselab::{DType, Error};
 
 fn verify_err(m: &fuselab::ir::Model) -> String {

@@ -10,7 +10,7 @@ mod common;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use fuselab::ir::builder::{dims, GraphBuilder};
+use fuselab::builder::{dims, GraphBuilder};
 use fuselab::ir::node::attr;
 use fuselab::ir::{Model, ValueId};
 use fuselab::runtime::reference::Executor;
@@ -348,7 +348,7 @@ fn index_ops(gpu: &Gpu) {
 }
 
 fn eyelike_add_example_end_to_end(gpu: &Gpu) {
-    let m = fuselab::onnx::load_file(
+    let m = fuselab::io::load_file(
         &common::repo().join("examples/eyelike_add.onnx"),
         &Limits::default(),
     )
@@ -400,7 +400,7 @@ fn transformers_end_to_end(gpu: &Gpu) {
     let limits = Limits::default();
     for name in ["gpt2_tiny", "bert_tiny", "gpt2_tiny_op17", "bert_tiny_op17"] {
         let path = common::repo().join(format!("tests/models/{name}.onnx"));
-        let m = fuselab::onnx::load_file(&path, &limits).unwrap();
+        let m = fuselab::io::load_file(&path, &limits).unwrap();
         let (fused, _) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
         for (b, s) in [(2, 8), (1, 13)] {
             let dims = HashMap::from([("batch".to_string(), b), ("seq".to_string(), s)]);

@@ -17,7 +17,7 @@ use crate::limits::Limits;
 use crate::pipeline::{self, OptimizeOptions};
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::parity::DEFAULT_TOLERANCE;
-use crate::{onnx, report, Error, Result};
+use crate::{report, Error, Result};
 
 #[derive(Parser)]
 #[command(
@@ -87,6 +87,12 @@ enum Command {
     },
     /// Time the original and the optimized graph, interleaved, on the same inputs.
     Bench(bench::BenchArgs),
+    /// List the operators the reference backend runs (domain, op type, opset versions covered,
+    /// WebGPU kernel), from the ops registry; `--markdown` prints docs/ops.md.
+    Ops {
+        #[arg(long)]
+        markdown: bool,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -138,7 +144,7 @@ fn split_pair<'a>(s: &'a str, flag: &str) -> Result<(&'a str, &'a str)> {
 }
 
 pub(crate) fn load(path: &Path, limits: &Limits) -> Result<Model> {
-    onnx::load_file(path, limits)
+    crate::io::load_file(path, limits)
 }
 
 pub(crate) fn ms(t: Instant) -> f64 {
@@ -193,6 +199,17 @@ fn dispatch(cmd: Command) -> Result<i32> {
             run,
         } => run_model(&model, backend, &inputs, &out, &run),
         Command::Bench(args) => bench::bench(&args),
+        Command::Ops { markdown } => {
+            if markdown {
+                print!("{}", crate::ops::registry::markdown_table());
+            } else {
+                for d in crate::ops::registry() {
+                    let domain = crate::ir::model::display_domain(d.domain);
+                    println!("{domain:<16} {:<28} from opset {}", d.op_type, d.since);
+                }
+            }
+            Ok(0)
+        }
     }
 }
 
@@ -317,7 +334,7 @@ fn optimize(
     let start = Instant::now();
     let clock = || ms(start);
     let (optimized, rep) = pipeline::optimize(&original, opts, &clock)?;
-    onnx::save_file(&optimized, output)?;
+    crate::io::save_file(&optimized, output)?;
     if let Some(p) = report_path {
         let text = serde_json::to_string_pretty(&rep).expect("serializable");
         std::fs::write(p, text).map_err(|e| Error::io(p.display(), e))?;

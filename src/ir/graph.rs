@@ -2,12 +2,16 @@
 //! with every edit, and a topological order computed on demand.
 
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::OnceLock;
 
 use crate::ir::node::{Node, NodeId, ValueId};
 use crate::ir::types::TensorType;
+use crate::limits::Limits;
 use crate::onnx::proto::{
     SparseTensorProto, StringStringEntryProto, TensorAnnotation, TensorProto, ValueInfoProto,
 };
+use crate::onnx::tensor::to_tensor;
+use crate::tensor::Tensor;
 use crate::{Error, Result};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +33,23 @@ pub struct GraphExtra {
     pub metadata_props: Vec<StringStringEntryProto>,
 }
 
+/// An initializer's decoded value, filled on first use.
+#[derive(Clone, Default)]
+struct Decoded(OnceLock<Option<Tensor>>);
+
+impl PartialEq for Decoded {
+    /// Derived from the TensorProto next to it, which is what two graphs compare on.
+    fn eq(&self, _: &Decoded) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Decoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Decoded")
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Graph {
     pub name: String,
@@ -41,7 +62,7 @@ pub struct Graph {
     pub inputs: Vec<ValueId>,
     pub outputs: Vec<ValueId>,
     /// Initializers in file order, data inlined (external data already read).
-    initializers: Vec<(ValueId, TensorProto)>,
+    initializers: Vec<(ValueId, TensorProto, Decoded)>,
     /// Position in `initializers` by value.
     init_pos: HashMap<ValueId, usize>,
     /// Declared info of graph outputs that are also graph inputs (their `Value::info` is the
@@ -107,7 +128,7 @@ impl Graph {
         if let Some(info) = self.values[id.0 as usize].info.as_mut() {
             info.name = name.to_string();
         }
-        for (v, t) in self.initializers.iter_mut() {
+        for (v, t, _) in self.initializers.iter_mut() {
             if *v == id {
                 t.name = name.to_string();
             }
@@ -154,7 +175,7 @@ impl Graph {
     // ----- initializers -----
 
     pub fn initializers(&self) -> impl Iterator<Item = (ValueId, &TensorProto)> {
-        self.initializers.iter().map(|(v, t)| (*v, t))
+        self.initializers.iter().map(|(v, t, _)| (*v, t))
     }
 
     pub fn initializer(&self, id: ValueId) -> Option<&TensorProto> {
@@ -169,14 +190,33 @@ impl Graph {
         self.initializer(id)
     }
 
+    /// A constant's value, decoded on first use and kept (every later reader shares it). `None`
+    /// for a non-constant or a tensor the reference backend cannot hold (e.g. float16).
+    pub fn constant_value(&self, id: ValueId) -> Option<&Tensor> {
+        if self.is_graph_input(id) {
+            return None;
+        }
+        self.initializer_value(id)
+    }
+
+    /// An initializer's value (also one a graph input may override), decoded on first use and
+    /// kept; `None` when there is none or it cannot be decoded (`to_tensor` says why).
+    pub fn initializer_value(&self, id: ValueId) -> Option<&Tensor> {
+        let (_, t, cache) = &self.initializers[*self.init_pos.get(&id)?];
+        cache
+            .0
+            .get_or_init(|| to_tensor(t, &Limits::default()).ok())
+            .as_ref()
+    }
+
     /// Adds an initializer under the value's name.
     pub fn set_initializer(&mut self, id: ValueId, mut t: TensorProto) {
         t.name = self.name(id).to_string();
         match self.init_pos.get(&id) {
-            Some(&i) => self.initializers[i].1 = t,
+            Some(&i) => self.initializers[i] = (id, t, Decoded::default()),
             None => {
                 self.init_pos.insert(id, self.initializers.len());
-                self.initializers.push((id, t));
+                self.initializers.push((id, t, Decoded::default()));
             }
         }
     }
@@ -191,7 +231,7 @@ impl Graph {
         let keep: Vec<bool> = self
             .initializers
             .iter()
-            .map(|(v, _)| {
+            .map(|(v, _, _)| {
                 !self.consumers[v.0 as usize].is_empty()
                     || keep_names.contains(self.name(*v))
                     || self.is_graph_output(*v)
@@ -205,12 +245,21 @@ impl Graph {
             .initializers
             .iter()
             .enumerate()
-            .map(|(i, (v, _))| (*v, i))
+            .map(|(i, (v, _, _))| (*v, i))
             .collect();
         before - self.initializers.len()
     }
 
     // ----- nodes -----
+
+    /// Forgets the parsed ops of nodes in `domain` (its imported opset version changed).
+    pub fn reset_parsed(&mut self, domain: &str) {
+        for n in self.nodes.iter_mut().flatten() {
+            if crate::ir::model::same_domain(&n.domain, domain) {
+                n.reset_parsed();
+            }
+        }
+    }
 
     pub fn node(&self, id: NodeId) -> &Node {
         self.nodes[id.0 as usize]

@@ -1,17 +1,12 @@
 //! The graph IR: values and nodes in stable-id arenas, with producer/consumer indices.
 
-pub mod builder;
 pub mod expr;
 pub mod graph;
-pub mod infer;
 pub mod model;
 pub mod node;
-pub mod shape_value;
-pub mod specialize;
 pub mod types;
 pub mod verify;
 
-pub use builder::GraphBuilder;
 pub use graph::{Graph, GraphExtra, Value};
 pub use model::Model;
 pub use node::{attr, Node, NodeId, ValueId};

@@ -70,6 +70,7 @@ impl Model {
                 domain: domain.to_string(),
                 version,
             });
+            self.graph.reset_parsed(domain);
         }
     }
 
@@ -81,7 +82,11 @@ impl Model {
             .iter_mut()
             .find(|o| same_domain(&o.domain, domain))
         {
-            Some(o) => o.version = o.version.max(version),
+            Some(o) if o.version >= version => {}
+            Some(o) => {
+                o.version = version;
+                self.graph.reset_parsed(domain);
+            }
             None => self.ensure_opset(domain, version),
         }
     }

@@ -1,5 +1,8 @@
 //! Nodes and typed access to their attributes.
 
+use std::any::Any;
+use std::sync::{Arc, OnceLock};
+
 use serde::Serialize;
 
 use crate::onnx::proto::{
@@ -34,10 +37,50 @@ pub struct Node {
     pub inputs: Vec<Option<ValueId>>,
     /// `None` is an omitted optional output.
     pub outputs: Vec<Option<ValueId>>,
-    pub attributes: Vec<AttributeProto>,
+    /// The attribute records as the model stores them: written by loading and by rewrites, read
+    /// by saving and by the ops layer's parser only (everything else sees typed attributes).
+    attributes: Vec<AttributeProto>,
     /// Outer-scope values that this node's subgraph attributes read (If/Loop/Scan bodies).
     pub implicit_inputs: Vec<ValueId>,
     pub extra: NodeExtra,
+    /// The ops layer's parse of `attributes` (see `crate::ops::resolve`).
+    pub parsed: ParseCache,
+}
+
+/// A slot where the ops layer keeps a node's parsed op for one opset version. Opaque to the IR,
+/// which knows no op semantics; cleared whenever the attributes change.
+#[derive(Clone, Default)]
+pub struct ParseCache(OnceLock<(i64, Arc<dyn Any + Send + Sync>)>);
+
+impl ParseCache {
+    /// The value parsed for `opset`, parsing with `f` if the slot is empty; `None` when the slot
+    /// holds another opset's parse.
+    pub fn get_or_init(
+        &self,
+        opset: i64,
+        f: impl FnOnce() -> Arc<dyn Any + Send + Sync>,
+    ) -> Option<&(dyn Any + Send + Sync)> {
+        let (v, p) = self.0.get_or_init(|| (opset, f()));
+        (*v == opset).then_some(&**p)
+    }
+
+    /// Whatever parse the slot holds, for whichever opset.
+    pub fn peek(&self) -> Option<&(dyn Any + Send + Sync)> {
+        self.0.get().map(|(_, p)| &**p)
+    }
+}
+
+impl PartialEq for ParseCache {
+    /// A cache never makes two nodes differ: their attribute records do.
+    fn eq(&self, _: &ParseCache) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for ParseCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ParseCache")
+    }
 }
 
 impl Node {
@@ -51,7 +94,36 @@ impl Node {
             attributes: Vec::new(),
             implicit_inputs: Vec::new(),
             extra: NodeExtra::default(),
+            parsed: ParseCache::default(),
         }
+    }
+
+    /// The attribute records (for saving and for the ops layer's parser).
+    pub fn attributes(&self) -> &[AttributeProto] {
+        &self.attributes
+    }
+
+    /// Names of the attribute records, in stored order.
+    pub fn attribute_names(&self) -> impl Iterator<Item = &str> {
+        self.attributes.iter().map(|a| a.name.as_str())
+    }
+
+    /// True when an attribute holds a graph (If/Loop/Scan bodies).
+    pub fn has_subgraphs(&self) -> bool {
+        self.attributes
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty())
+    }
+
+    /// Replaces every attribute record.
+    pub fn set_attributes(&mut self, attributes: Vec<AttributeProto>) {
+        self.attributes = attributes;
+        self.parsed = ParseCache::default();
+    }
+
+    /// Forgets the parsed op (the domain's opset version changed).
+    pub fn reset_parsed(&mut self) {
+        self.parsed = ParseCache::default();
     }
 
     /// True for the default ONNX domain, however it is spelled.
@@ -123,6 +195,7 @@ impl Node {
     pub fn set_attr(&mut self, attr: AttributeProto) {
         self.attributes.retain(|a| a.name != attr.name);
         self.attributes.push(attr);
+        self.parsed = ParseCache::default();
     }
 
     /// A label for messages: the node's name, or its op type and id when it has none.

@@ -1,12 +1,12 @@
-//! Constant folding through the reference kernels: a node whose inputs are all constants is
+//! Constant folding through the ops layer's reference kernels (`ops::evaluate`): a node whose inputs are all constants is
 //! evaluated once and its outputs become initializers. Constant nodes fold into initializers.
 //! Nodes whose outputs would be large are left alone, so a fold never inflates the model much.
 
 use crate::ir::{Model, NodeId};
 use crate::limits::Limits;
 use crate::onnx::tensor::{from_tensor, to_tensor};
+use crate::ops::{self, OpError};
 use crate::passes::rewrite::{Patch, Proposal, Rule};
-use crate::runtime::reference::{lookup, KernelCtx};
 
 /// Largest folded output, in elements.
 pub const MAX_FOLD_ELEMENTS: usize = 1 << 20;
@@ -37,13 +37,7 @@ impl Rule for ConstantFolding {
         {
             return Proposal::NoMatch;
         }
-        let Some(kernel) = lookup(&node.domain, &node.op_type) else {
-            return Proposal::Reject(format!(
-                "all inputs are constant but the reference backend has no {} kernel",
-                node.op_type
-            ));
-        };
-        let limits = Limits::default();
+        let opset = model.opset(&node.domain).unwrap_or(1);
         // Kernels refuse outputs past the folding cap before allocating them.
         let fold_limits = Limits {
             max_tensor_bytes: (MAX_FOLD_ELEMENTS as u64) * 8,
@@ -52,21 +46,31 @@ impl Rule for ConstantFolding {
         for v in &node.inputs {
             match v {
                 None => args.push(None),
-                Some(v) => match to_tensor(g.constant(*v).expect("checked above"), &limits) {
-                    Ok(t) => args.push(Some(t)),
-                    Err(e) => {
-                        return Proposal::Reject(format!("cannot decode a constant input: {e}"))
+                Some(v) => match g.constant_value(*v) {
+                    Some(t) => args.push(Some(t)),
+                    None => {
+                        let e =
+                            to_tensor(g.constant(*v).expect("checked above"), &Limits::default())
+                                .err()
+                                .map_or_else(|| "not decodable".to_string(), |e| e.to_string());
+                        return Proposal::Reject(format!("cannot decode a constant input: {e}"));
                     }
                 },
             }
         }
-        let refs: Vec<Option<&crate::tensor::Tensor>> = args.iter().map(|a| a.as_ref()).collect();
-        let ctx = KernelCtx {
-            node,
-            opset: model.opset(&node.domain).unwrap_or(1),
-            limits: &fold_limits,
+        let outs = match ops::evaluate(node, opset, &fold_limits, &args) {
+            Err(OpError::BadAttributes(e)) => {
+                return Proposal::Reject(format!("evaluation failed: {e}"))
+            }
+            Err(OpError::Unsupported) => {
+                return Proposal::Reject(format!(
+                    "all inputs are constant but the reference backend has no {} kernel",
+                    node.op_type
+                ))
+            }
+            Ok(r) => r,
         };
-        let outs = match kernel(&ctx, &refs) {
+        let outs = match outs {
             Ok(o) => o,
             Err(e) if e.contains("byte limit") => {
                 return Proposal::Reject(format!(

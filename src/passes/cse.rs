@@ -36,7 +36,7 @@ impl Rule for CommonSubexpressions {
         };
         if !node.implicit_inputs.is_empty()
             || node
-                .attributes
+                .attributes()
                 .iter()
                 .any(|a| a.g.is_some() || !a.graphs.is_empty())
             || NONDETERMINISTIC.contains(&node.op_type.as_str())
@@ -76,8 +76,8 @@ impl Rule for CommonSubexpressions {
 
 /// Same attributes in any order.
 fn same_attributes(a: &crate::ir::Node, b: &crate::ir::Node) -> bool {
-    a.attributes.len() == b.attributes.len()
-        && a.attributes
+    a.attributes().len() == b.attributes().len()
+        && a.attributes()
             .iter()
-            .all(|x| b.attributes.iter().any(|y| x == y))
+            .all(|x| b.attributes().iter().any(|y| x == y))
 }

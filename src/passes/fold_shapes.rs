@@ -10,10 +10,11 @@
 //!   `Reshape(h, Concat(batch, seq, 4, 16))` turns into `Reshape(h, [0, 0, 4, 16])`.
 //! - `reshape_noop`: a Reshape whose output shape provably equals its input's is removed.
 
-use crate::ir::shape_value::int_elements;
 use crate::ir::types::Dim;
 use crate::ir::{Model, Node, NodeId};
 use crate::onnx::tensor::from_tensor;
+use crate::ops::shape_value::int_elements;
+use crate::ops::{self, shape_ops::Reshape};
 use crate::passes::matchers::fresh_node_name;
 use crate::passes::rewrite::{Patch, Proposal, Rule};
 use crate::tensor::{DType, Tensor};
@@ -102,7 +103,10 @@ impl Rule for ReshapeTarget {
         let Some(target) = int_elements(g, t) else {
             return Proposal::NoMatch;
         };
-        let allowzero = node.attr_int("allowzero").unwrap_or(0) != 0;
+        let Some(reshape) = ops::attrs_of::<Reshape>(model, node) else {
+            return Proposal::NoMatch;
+        };
+        let allowzero = reshape.allowzero;
         let in_dims = g.value(x).ty.shape.clone().unwrap_or_default();
         let mut out = Vec::with_capacity(target.len());
         for (i, d) in target.iter().enumerate() {

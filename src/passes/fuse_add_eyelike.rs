@@ -16,7 +16,8 @@
 //! attribute, else X's type) is A's type. Any element type the reference backend computes on.
 
 use crate::ir::model::FUSELAB_DOMAIN;
-use crate::ir::{Model, Node, NodeId};
+use crate::ir::{attr, Model, Node, NodeId};
+use crate::ops::eyelike::EyeLike;
 use crate::passes::matchers::{fresh_node_name, sole_consumer};
 use crate::passes::rewrite::{Patch, Proposal, Rule};
 use crate::tensor::DType;
@@ -70,8 +71,11 @@ impl Rule for FuseAddEyeLike {
         if let Some(r) = xt.rank().filter(|&r| r != 2) {
             return Proposal::Reject(format!("EyeLike input has rank {r}, not 2"));
         }
-        let dtype_attr = eye.attr_int("dtype");
-        let e_type = dtype_attr.map(|d| DType(d as i32)).or(xt.dtype);
+        let Some(eye_attrs) = crate::ops::attrs_of::<EyeLike>(model, eye) else {
+            return Proposal::Reject("EyeLike's attributes are not parsed".into());
+        };
+        let dtype_attr = eye_attrs.dtype;
+        let e_type = dtype_attr.or(xt.dtype);
         match (e_type, at.dtype) {
             (Some(et), Some(ay)) if et == ay => {}
             (None, _) | (_, None) if a == x && dtype_attr.is_none() => {}
@@ -88,10 +92,12 @@ impl Rule for FuseAddEyeLike {
         fused.name = fresh_node_name(g, &format!("{}_AddEyeLike", add.label(add_id)));
         fused.inputs = vec![Some(a)];
         fused.outputs = vec![Some(y)];
-        for name in ["k", "dtype"] {
-            if let Some(at) = eye.attr(name) {
-                fused.set_attr(at.clone());
-            }
+        // EyeLike's attributes carry over (AddEyeLike's contract: docs/fused-ops.md).
+        if eye_attrs.k != 0 {
+            fused.set_attr(attr::int("k", eye_attrs.k));
+        }
+        if let Some(d) = eye_attrs.dtype {
+            fused.set_attr(attr::int("dtype", d.0 as i64));
         }
         Proposal::Rewrite(Patch {
             remove: vec![id, add_id],

@@ -28,10 +28,13 @@
 //! meaning. (onnxruntime's own fusion passes the mask as per-row lengths, which assumes right
 //! padding.) The Cast through bool keeps `!= 0` exact for any integer mask value.
 
+use std::borrow::Cow;
+
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{dims_provably_eq, Dim, TensorType};
 use crate::ir::{attr, Model, Node, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
+use crate::ops::{self, shape_ops::Transpose};
 use crate::passes::attention_mask::attention_mask;
 use crate::passes::matchers::{
     bias_add, constant_value, fresh_node_name, produced_by, require_f32, scalar_constant,
@@ -73,14 +76,14 @@ impl Rule for FuseAttention {
 
 fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     let g = &model.graph;
-    let opset = model.opset("").unwrap_or(1);
     let sm = g.node(softmax);
     let logits = sm.input(0).ok_or("Softmax has no input")?;
     let probs = sm.output(0).ok_or("Softmax has no output")?;
     require_f32(g, logits)?;
     let rank = g.value(logits).ty.rank();
-    let default_axis = if opset >= 13 { -1 } else { 1 };
-    let axis = sm.attr_int("axis").unwrap_or(default_axis);
+    let axis = ops::attrs_of::<ops::reduce::Softmax>(model, sm)
+        .ok_or("Softmax's attributes are not parsed")?
+        .axis;
     // Before opset 13 Softmax flattens to 2-D at `axis`: at axis 3 of rank 4 that is the last axis.
     if rank != Some(4) || !(axis == -1 || axis == 3) {
         return Err(format!(
@@ -102,7 +105,7 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     let v_heads = pv.input(1).ok_or("MatMul has no second input")?;
     let ctx = pv.output(0).ok_or("MatMul has no output")?;
     let (tr_id, tr) = sole_consumer_op(g, ctx, "Transpose", "attention context")?;
-    require_perm(tr, tr_id, &[0, 2, 1, 3])?;
+    require_perm(model, tr, tr_id, &[0, 2, 1, 3])?;
     removed.push(tr_id);
     let merged = tr.output(0).ok_or("Transpose has no output")?;
     let (rs_id, rs) = sole_consumer_op(g, merged, "Reshape", "transposed context")?;
@@ -277,7 +280,7 @@ fn heads_of(
     let (tr_id, tr) = produced_by(g, heads_v, "Transpose")
         .ok_or_else(|| format!("{what} heads '{}' are not a Transpose", g.name(heads_v)))?;
     sole_consumer(g, heads_v).map_err(|why| format!("{what} heads {why}"))?;
-    require_perm(tr, tr_id, perm)?;
+    require_perm(model, tr, tr_id, perm)?;
     let split = tr.input(0).ok_or("Transpose has no input")?;
     let (rs_id, rs) = produced_by(g, split, "Reshape")
         .ok_or_else(|| format!("{what} '{}' is not a Reshape into heads", g.name(split)))?;
@@ -330,10 +333,13 @@ fn packed_split(
     }
     let qkv = n.input(0).ok_or("Split has no input")?;
     let rank = g.value(qkv).ty.rank().unwrap_or(0) as i64;
-    let axis = n.attr_int("axis").unwrap_or(0);
-    let sizes = match n.input(1) {
-        Some(v) => crate::ir::shape_value::constant_ints(g, v),
-        None => Some(n.attr_ints("split").map_or(vec![hidden; 3], |s| s.to_vec())),
+    let split =
+        ops::attrs_of::<ops::slice::Split>(model, n).ok_or("Split's attributes are not parsed")?;
+    let axis = split.axis;
+    let sizes = match (&split.sizes, n.input(1)) {
+        (ops::slice::SplitSizes::Input, Some(v)) => ops::shape_value::constant_ints(g, v),
+        (ops::slice::SplitSizes::Attribute(Some(s)), _) => Some(s.clone()),
+        _ => Some(vec![hidden; 3]),
     };
     if !(axis == -1 || axis == rank - 1) || sizes != Some(vec![hidden; 3]) {
         return Err(format!(
@@ -368,7 +374,7 @@ fn linear(model: &Model, lin: ValueId, width: i64, what: &str) -> Result<Linear,
     nodes.push(mm_id);
     let x = mm.input(0).ok_or("MatMul input")?;
     let weight = mm.input(1).ok_or("MatMul input")?;
-    match constant_value(model, weight) {
+    match constant_value(model, weight).as_deref() {
         Some(Tensor::F32(w)) if w.ndim() == 2 && w.shape()[1] as i64 == width => {}
         _ => {
             return Err(format!(
@@ -389,7 +395,7 @@ fn linear(model: &Model, lin: ValueId, width: i64, what: &str) -> Result<Linear,
 }
 
 fn f32_constant(model: &Model, v: ValueId) -> Result<Tensor, String> {
-    match constant_value(model, v) {
+    match constant_value(model, v).map(Cow::into_owned) {
         Some(t @ Tensor::F32(_)) => Ok(t),
         _ => Err(format!(
             "'{}' is not a float32 constant",
@@ -398,8 +404,8 @@ fn f32_constant(model: &Model, v: ValueId) -> Result<Tensor, String> {
     }
 }
 
-fn require_perm(node: &Node, id: NodeId, perm: &[i64]) -> Result<(), String> {
-    match node.attr_ints("perm") {
+fn require_perm(model: &Model, node: &Node, id: NodeId, perm: &[i64]) -> Result<(), String> {
+    match ops::attrs_of::<Transpose>(model, node).and_then(|t| t.perm.as_deref()) {
         Some(p) if p == perm => Ok(()),
         p => Err(format!(
             "Transpose '{}' has perm {p:?}, not {perm:?}",
@@ -412,7 +418,7 @@ fn require_perm(node: &Node, id: NodeId, perm: &[i64]) -> Result<(), String> {
 fn concat_columns(model: &Model, ws: &[ValueId]) -> Result<Tensor, String> {
     let arrays: Vec<ndarray::ArrayD<f32>> = ws
         .iter()
-        .map(|&w| match constant_value(model, w) {
+        .map(|&w| match constant_value(model, w).map(Cow::into_owned) {
             Some(Tensor::F32(a)) => Ok(a),
             _ => Err(format!("weight '{}' is not float32", model.graph.name(w))),
         })
@@ -430,7 +436,7 @@ fn concat_bias(model: &Model, bs: &[Option<ValueId>], hidden: usize) -> Result<T
     for b in bs {
         match b {
             None => out.extend(vec![0.0f32; hidden]),
-            Some(v) => match constant_value(model, *v) {
+            Some(v) => match constant_value(model, *v).as_deref() {
                 Some(Tensor::F32(a)) if a.len() == hidden => out.extend(a.iter().copied()),
                 _ => return Err(format!("bias '{}' is not float32", model.graph.name(*v))),
             },

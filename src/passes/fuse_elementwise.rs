@@ -162,11 +162,10 @@ fn member(model: &Model, id: NodeId) -> Option<Result<Op, String>> {
         if n.outputs.len() != 1 || n.output(0).is_none() {
             return Err(format!("{} does not have one output", label()));
         }
-        if let Some(a) = n.attributes.first() {
+        if let Some(name) = n.attribute_names().next() {
             return Err(format!(
-                "{} has attribute '{}' (a pre-opset-7 form)",
+                "{} has attribute '{name}' (a pre-opset-7 form)",
                 label(),
-                a.name
             ));
         }
         for v in n.inputs.iter().chain(&n.outputs).flatten() {
@@ -345,7 +344,7 @@ fn scalar_f32(model: &Model, v: ValueId) -> Option<f32> {
     if !one {
         return None;
     }
-    match constant_value(model, v)? {
+    match constant_value(model, v)?.as_ref() {
         Tensor::F32(a) if a.len() == 1 => a.iter().next().copied().filter(|c| c.is_finite()),
         _ => None,
     }

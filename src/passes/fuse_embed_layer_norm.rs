@@ -53,18 +53,14 @@
 //! (onnxruntime's kernel rejects them too); tokenizers never produce them.
 
 use crate::ir::model::MS_DOMAIN;
-use crate::ir::shape_value::{constant_ints, constant_tensor, int_elements};
 use crate::ir::types::{Dim, TensorType};
 use crate::ir::{Graph, Model, Node, NodeId, ValueId};
+use crate::ops::shape_value::{constant_ints, constant_tensor, int_elements};
 use crate::passes::matchers::{
     absorbable_layer_norm, constant_value, fresh_node_name, produced_by, require_f32, sole_consumer,
 };
 use crate::passes::rewrite::{Patch, Proposal, Rule};
 use crate::tensor::{DType, Tensor};
-
-/// LayerNormalization's epsilon default (ai.onnx); EmbedLayerNormalization's differs (1e-12), so
-/// the fused node always states it.
-const LN_DEFAULT_EPSILON: f32 = 1e-5;
 
 pub struct FuseEmbedLayerNorm;
 
@@ -154,7 +150,9 @@ fn lookup(model: &Model, v: ValueId, hidden: &mut Option<usize>) -> Result<Looku
     let (id, n) = produced_by(g, v, "Gather").ok_or("not a Gather")?;
     let [table, indices] =
         binary_inputs(n).ok_or_else(|| format!("Gather '{}' is not binary", n.label(id)))?;
-    let axis = n.attr_int("axis").unwrap_or(0);
+    let axis = crate::ops::attrs_of::<crate::ops::index_ops::Gather>(model, n)
+        .ok_or("Gather's attributes are not parsed")?
+        .axis;
     if axis != 0 && axis != -2 {
         return Err(format!(
             "Gather '{}' reads axis {axis}, not the table's rows (axis 0)",
@@ -335,7 +333,7 @@ fn folded_positions(
 ) -> Result<ValueId, String> {
     let g = &model.graph;
     let t = constant_value(model, c).ok_or("not a constant")?;
-    let Tensor::F32(a) = &t else {
+    let Tensor::F32(a) = t.as_ref() else {
         return Err(format!(
             "summed constant '{}' is {}; the fused op is f32 only",
             g.name(c),
@@ -484,7 +482,9 @@ fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String
         Some(beta),
     ];
     fused.outputs = vec![Some(y), Some(mask_index)];
-    let eps = ln.attr_float("epsilon").unwrap_or(LN_DEFAULT_EPSILON);
+    let eps = crate::ops::attrs_of::<crate::ops::transformer::LayerNormalization>(model, ln)
+        .ok_or("LayerNormalization's attributes are not parsed")?
+        .epsilon;
     fused.set_attr(crate::ir::attr::float("epsilon", eps));
     patch.add.push(fused);
     patch.remove = std::iter::once(ln_id)

@@ -53,7 +53,7 @@ impl Rule for FuseGemmActivation {
         fused.name = fresh_node_name(g, &format!("{}_FusedGemm", g.name(y)));
         fused.inputs = gemm.inputs.clone();
         fused.outputs = vec![Some(y)];
-        fused.attributes = gemm.attributes.clone();
+        fused.set_attributes(gemm.attributes().to_vec());
         fused.set_attr(attr::string("activation", &act.op_type));
         Proposal::Rewrite(Patch {
             remove: vec![gemm_id, id],

@@ -77,7 +77,7 @@ impl Rule for FuseLayerNorm {
 /// The last-axis, keepdims ReduceMean check; `rank` is x's rank.
 fn reduces_last_axis(model: &Model, node: &Node, rank: usize) -> Result<(), String> {
     let opset = model.opset("").unwrap_or(1);
-    let axes = crate::ir::infer::axes_of(&model.graph, node, opset);
+    let axes = crate::ops::infer::axes_of(&model.graph, node, opset);
     let ok = matches!(axes.as_deref(), Some([a]) if *a == -1 || *a == rank as i64 - 1);
     if !ok {
         return Err(format!(
@@ -85,7 +85,9 @@ fn reduces_last_axis(model: &Model, node: &Node, rank: usize) -> Result<(), Stri
             node.name
         ));
     }
-    if node.attr_int("keepdims").unwrap_or(1) == 0 {
+    let keepdims = crate::ops::attrs_of::<crate::ops::reduce::ReduceMean>(model, node)
+        .is_some_and(|r| r.0.keepdims);
+    if !keepdims {
         return Err(format!("ReduceMean '{}' drops the reduced axis", node.name));
     }
     Ok(())
@@ -253,10 +255,7 @@ fn check_raise(model: &Model, opset: i64) -> Result<(), String> {
                 n.label(id)
             ));
         }
-        if n.attributes
-            .iter()
-            .any(|a| a.g.is_some() || !a.graphs.is_empty())
-        {
+        if n.has_subgraphs() {
             return Err(format!(
                 "raising opset {opset} to 17 is not checked for subgraphs (node '{}')",
                 n.label(id)

@@ -27,10 +27,6 @@ use crate::passes::matchers::{
 };
 use crate::passes::rewrite::{Patch, Proposal, Rule};
 
-/// LayerNormalization's epsilon default (ai.onnx); SkipLayerNormalization's differs (1e-12),
-/// so the fused node always states it.
-const LN_DEFAULT_EPSILON: f32 = 1e-5;
-
 pub struct FuseSkipLayerNorm;
 
 impl Rule for FuseSkipLayerNorm {
@@ -113,7 +109,9 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
     if sum_read {
         fused.outputs.extend([None, None, Some(s)]);
     }
-    let eps = ln.attr_float("epsilon").unwrap_or(LN_DEFAULT_EPSILON);
+    let eps = crate::ops::attrs_of::<crate::ops::transformer::LayerNormalization>(model, ln)
+        .ok_or("LayerNormalization's attributes are not parsed")?
+        .epsilon;
     fused.set_attr(crate::ir::attr::float("epsilon", eps));
     Ok(Patch {
         remove,

@@ -19,9 +19,9 @@
 //! Reshape reads its target `[0, 0, N]` as "copy" and gives `[0, N, N]`, the MatMul `[0, 0, N]`
 //! (both empty); with only a later leading dim 0 the original fails and the rewrite runs.
 
-use crate::ir::shape_value::int_elements;
 use crate::ir::types::Dim;
 use crate::ir::{Model, Node, NodeId};
+use crate::ops::shape_value::int_elements;
 use crate::passes::matchers::{
     constant_value, fresh_node_name, last_dim, produced_by, sole_consumer_op,
 };
@@ -56,13 +56,15 @@ impl Rule for GemmToMatMul {
 fn propose(model: &Model, gemm_id: NodeId, r1_id: NodeId, r1: &Node) -> Result<Patch, String> {
     let g = &model.graph;
     let gemm = g.node(gemm_id);
-    for (name, want) in [("transA", 0), ("transB", 0)] {
-        if gemm.attr_int(name).unwrap_or(0) != want {
+    let attrs = crate::ops::attrs_of::<crate::ops::matmul::Gemm>(model, gemm)
+        .ok_or("Gemm's attributes are not parsed")?;
+    for (name, set) in [("transA", attrs.trans_a), ("transB", attrs.trans_b)] {
+        if set {
             return Err(format!("Gemm has {name} = 1"));
         }
     }
-    for name in ["alpha", "beta"] {
-        if gemm.attr_float(name).unwrap_or(1.0) != 1.0 {
+    for (name, v) in [("alpha", attrs.alpha), ("beta", attrs.beta)] {
+        if v != 1.0 {
             return Err(format!("Gemm has {name} != 1"));
         }
     }

@@ -9,6 +9,7 @@
 //! input, an initializer or another graph output).
 
 use crate::ir::{Model, NodeId};
+use crate::ops::{self, cast::Cast};
 use crate::passes::rewrite::{Patch, Proposal, Rule};
 
 pub struct IdentityElimination;
@@ -24,8 +25,7 @@ impl Rule for IdentityElimination {
         let same_type_cast = node.is("Cast")
             && node.input(0).is_some_and(|x| {
                 let from = g.value(x).ty.dtype;
-                from.is_some()
-                    && node.attr_int("to").map(|t| crate::tensor::DType(t as i32)) == from
+                from.is_some() && ops::attrs_of::<Cast>(model, node).map(|c| c.to) == from
             });
         if !node.is("Identity") && !same_type_cast {
             return Proposal::NoMatch;

@@ -1,6 +1,9 @@
 //! Guards shared by rules: single-consumer checks, constant lookup, unique names.
 
+use std::borrow::Cow;
+
 use crate::ir::{Graph, Model, Node, NodeId, ValueId};
+use crate::ops::transformer::LayerNormalization;
 use crate::tensor::Tensor;
 
 /// Ok when `v` feeds exactly one node use and is not a graph output; else the reason.
@@ -20,9 +23,9 @@ pub fn sole_consumer(g: &Graph, v: ValueId) -> Result<NodeId, String> {
 }
 
 /// The value of `v` when it is a constant: an initializer that no input overrides, or the output
-/// of a Constant node.
-pub fn constant_value(model: &Model, v: ValueId) -> Option<Tensor> {
-    crate::ir::shape_value::constant_tensor(&model.graph, v)
+/// of a Constant node. Borrowed from where it was decoded once (the graph, the parsed Constant).
+pub fn constant_value(model: &Model, v: ValueId) -> Option<Cow<'_, Tensor>> {
+    crate::ops::shape_value::constant_tensor(&model.graph, v)
 }
 
 /// A node name not used in the graph, derived from `base`.
@@ -240,14 +243,16 @@ pub fn absorbable_layer_norm(
     hidden: i64,
 ) -> Result<(ValueId, ValueId, Option<ValueId>), String> {
     let g = &model.graph;
-    let axis = ln.attr_int("axis").unwrap_or(-1);
+    let attrs = crate::ops::attrs_of::<LayerNormalization>(model, ln)
+        .ok_or("LayerNormalization's attributes are not parsed")?;
+    let axis = attrs.axis;
     if axis != -1 && axis != rank - 1 {
         return Err(format!(
             "LayerNormalization '{}' axis {axis} is not the last axis",
             ln.label(ln_id)
         ));
     }
-    if ln.attr_int("stash_type").is_some_and(|t| t != 1) {
+    if attrs.stash_type != 1 {
         return Err("LayerNormalization computes its statistics in f64 (stash_type 11)".into());
     }
     for (i, out) in ln.outputs.iter().enumerate().skip(1) {

@@ -19,6 +19,7 @@ pub mod gemm_to_matmul;
 pub mod identity;
 pub mod matchers;
 pub mod rewrite;
+pub mod specialize;
 
 use crate::ir::Model;
 use crate::{Error, Result};

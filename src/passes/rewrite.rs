@@ -7,9 +7,9 @@
 use serde::Serialize;
 
 use crate::ir::types::TensorType;
-use crate::ir::verify::verify;
 use crate::ir::{Model, Node, NodeId, ValueId};
 use crate::onnx::proto::TensorProto;
+use crate::ops::verify;
 use crate::{Error, Result};
 
 /// A described change. Applied in this order: remove nodes, redirect values, add initializers,
@@ -159,7 +159,7 @@ impl Engine {
             }
             // Rewrites can make dims decidable that were not (a MatMul now produces what a
             // Reshape of a Gemm did): re-infer the shapes inference had left undecided.
-            crate::ir::infer::refresh_inferred_types(model);
+            crate::ops::infer::refresh_inferred_types(model);
         }
         let pinned = crate::passes::matchers::pinned_names(model);
         model.graph.remove_unused_initializers(&pinned);

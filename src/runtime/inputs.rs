@@ -72,7 +72,11 @@ fn int_bound(model: &Model, id: crate::ir::ValueId) -> u64 {
 fn index_rows(g: &crate::ir::Graph, node: &crate::ir::Node, v: crate::ir::ValueId) -> Option<u64> {
     let (data, axis) = if node.is_onnx_domain() && node.op_type == "Gather" {
         (node.input(1) == Some(v)).then_some(())?;
-        (node.input(0)?, node.attr_int("axis").unwrap_or(0))
+        let op = crate::ops::parse_any_version(node)?;
+        (
+            node.input(0)?,
+            op.get::<crate::ops::index_ops::Gather>()?.axis,
+        )
     } else if node.domain == crate::ir::model::MS_DOMAIN
         && node.op_type == "EmbedLayerNormalization"
     {
@@ -154,7 +158,7 @@ pub fn random_inputs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::builder::{dims, GraphBuilder};
+    use crate::builder::{dims, GraphBuilder};
 
     #[test]
     fn gather_indices_stay_inside_a_small_table() {

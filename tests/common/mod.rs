@@ -4,8 +4,9 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use fuselab::ir::builder::{sym, GraphBuilder};
-use fuselab::ir::{attr, verify::verify, Model};
+use fuselab::builder::{sym, GraphBuilder};
+use fuselab::ir::{attr, Model};
+use fuselab::ops::verify;
 use fuselab::passes::{optimize, Trace};
 use fuselab::runtime::inputs::random_inputs;
 use fuselab::runtime::parity::{compare, ParityReport};

@@ -24,10 +24,14 @@ use std::collections::HashMap;
 
 use poly::{broadcast_shapes, pin_unit_axes, product, ravel, Poly};
 
-use crate::ir::infer::axes_of;
-use crate::ir::shape_value::{constant_tensor, int_elements};
 use crate::ir::types::Dim;
 use crate::ir::{Model, ValueId};
+use crate::ops;
+use crate::ops::cast::Cast;
+use crate::ops::index_ops::{Flatten, Gather};
+use crate::ops::infer::axes_of;
+use crate::ops::shape_ops::{Reshape, Shape};
+use crate::ops::shape_value::{constant_tensor, int_elements};
 use crate::tensor::{DType, Tensor};
 
 /// Nodes the interpretation may visit for one mask.
@@ -309,7 +313,9 @@ impl Interp<'_> {
             "Identity" => self.eval(inp(0)?),
             "Cast" => {
                 let x = self.eval(inp(0)?)?;
-                let to = DType(node.attr_int("to").ok_or_else(unsupported)? as i32);
+                let to = ops::attrs_of::<Cast>(self.model, node)
+                    .ok_or_else(unsupported)?
+                    .to;
                 cast(x, to).ok_or_else(unsupported)
             }
             "Range" => {
@@ -367,7 +373,9 @@ impl Interp<'_> {
             "Flatten" => {
                 let x = self.eval(inp(0)?)?;
                 let r = x.shape.len() as i64;
-                let mut axis = node.attr_int("axis").unwrap_or(1);
+                let mut axis = ops::attrs_of::<Flatten>(self.model, node)
+                    .ok_or_else(unsupported)?
+                    .axis;
                 if axis < 0 {
                     axis += r;
                 }
@@ -383,15 +391,20 @@ impl Interp<'_> {
             }
             "Reshape" => {
                 let x = self.eval(inp(0)?)?;
-                let target =
-                    self.reshape_target(inp(1)?, &x, node.attr_int("allowzero") == Some(1));
+                let allowzero = ops::attrs_of::<Reshape>(self.model, node)
+                    .ok_or_else(unsupported)?
+                    .allowzero;
+                let target = self.reshape_target(inp(1)?, &x, allowzero);
                 let shape = target.ok_or_else(unsupported)?;
                 relayout(x, shape).ok_or_else(unsupported)
             }
             "Gather" => {
                 let data = self.eval(inp(0)?)?;
                 let idx = self.eval(inp(1)?)?;
-                gather(data, idx, node.attr_int("axis").unwrap_or(0)).ok_or_else(|| {
+                let axis = ops::attrs_of::<Gather>(self.model, node)
+                    .ok_or_else(unsupported)?
+                    .axis;
+                gather(data, idx, axis).ok_or_else(|| {
                     format!(
                         "Gather '{}' indices are not provably within the data",
                         node.label(id)
@@ -429,7 +442,10 @@ impl Interp<'_> {
             let node = g.node(g.producer(v)?);
             match node.op_type.as_str() {
                 "Concat" | "Identity" if node.inputs.len() == 1 => v = node.input(0)?,
-                "Shape" if node.attr_int("start").is_none() && node.attr_int("end").is_none() => {
+                "Shape"
+                    if ops::attrs_of::<Shape>(self.model, node)
+                        .is_some_and(|s| s.start == 0 && s.end.is_none()) =>
+                {
                     let y = self.eval(node.input(0)?).ok()?;
                     return Some(y.shape);
                 }

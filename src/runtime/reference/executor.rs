@@ -6,13 +6,15 @@ use std::collections::HashMap;
 use crate::ir::model::display_domain;
 use crate::ir::{Dim, Model, NodeId, ValueId};
 use crate::limits::Limits;
-use crate::onnx::tensor::to_tensor;
-use crate::runtime::reference::{lookup, relabel, relabel_shape, Kernel, KernelCtx, RelabelShape};
+use crate::onnx::tensor::{to_tensor, validate};
+use crate::ops::{self, relabel, Kernel, KernelCtx, OpError, OpRef, RelabelShape};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
-struct Step {
+struct Step<'m> {
     node: NodeId,
+    /// The node's parsed op (typed attributes), resolved once.
+    op: OpRef<'m>,
     kernel: Kernel,
     opset: i64,
     /// Values whose last reader is this step: dropped right after it.
@@ -47,8 +49,9 @@ impl StepObserver for NoObserver {
 
 pub struct Executor<'m> {
     model: &'m Model,
-    steps: Vec<Step>,
-    constants: Vec<Option<Tensor>>,
+    steps: Vec<Step<'m>>,
+    /// Initializers, decoded once by the graph and borrowed from it.
+    constants: Vec<Option<&'m Tensor>>,
     limits: Limits,
 }
 
@@ -74,47 +77,63 @@ impl<'m> Executor<'m> {
     pub fn new(model: &'m Model, limits: &Limits) -> Result<Executor<'m>> {
         let g = &model.graph;
         let order = g.topo_order()?;
-        let domain_name = |d: &str| display_domain(d).to_string();
+        let opset_of = |id: NodeId| model.opset(&g.node(id).domain).unwrap_or(1);
         let mut missing: Vec<(String, String)> = Vec::new();
         for &id in &order {
             let n = g.node(id);
-            let key = (n.op_type.clone(), domain_name(&n.domain));
-            if lookup(&n.domain, &n.op_type).is_none() && !missing.contains(&key) {
+            let key = (
+                ops::describe(n, opset_of(id)),
+                display_domain(&n.domain).to_string(),
+            );
+            if ops::lookup(&n.domain, &n.op_type, opset_of(id)).is_none() && !missing.contains(&key)
+            {
                 missing.push(key);
             }
         }
         let mut steps = Vec::with_capacity(order.len());
         for &id in &order {
             let node = g.node(id);
-            let kernel = lookup(&node.domain, &node.op_type).ok_or_else(|| {
-                let others: Vec<String> = missing
-                    .iter()
-                    .skip(1)
-                    .map(|(op, d)| format!("{op} ({d})"))
-                    .collect();
-                Error::UnsupportedOp {
-                    op_type: node.op_type.clone(),
-                    domain: domain_name(&node.domain),
-                    node: node.label(id),
-                    also: if others.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; also missing: {}", others.join(", "))
-                    },
+            let opset = opset_of(id);
+            let op = match ops::resolve(node, opset) {
+                Ok(op) => op,
+                Err(OpError::Unsupported) => {
+                    let others: Vec<String> = missing
+                        .iter()
+                        .skip(1)
+                        .map(|(op, d)| format!("{op} ({d})"))
+                        .collect();
+                    return Err(Error::UnsupportedOp {
+                        op_type: ops::describe(node, opset),
+                        domain: display_domain(&node.domain).to_string(),
+                        node: node.label(id),
+                        also: if others.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; also missing: {}", others.join(", "))
+                        },
+                    });
                 }
-            })?;
+                Err(OpError::BadAttributes(message)) => {
+                    return Err(Error::Kernel {
+                        op_type: node.op_type.clone(),
+                        node: node.label(id),
+                        message,
+                    })
+                }
+            };
             if !node.implicit_inputs.is_empty() {
                 return Err(Error::UnsupportedOp {
                     op_type: format!("{} with subgraphs", node.op_type),
-                    domain: domain_name(&node.domain),
+                    domain: display_domain(&node.domain).to_string(),
                     node: node.label(id),
                     also: String::new(),
                 });
             }
             steps.push(Step {
                 node: id,
-                kernel,
-                opset: model.opset(&node.domain).unwrap_or(1),
+                kernel: op.kernel(),
+                op,
+                opset,
                 free_after: Vec::new(),
                 relabel: None,
             });
@@ -130,14 +149,24 @@ impl<'m> Executor<'m> {
                 steps[i].free_after.push(v);
                 let node = g.node(steps[i].node);
                 let read_once = node.all_inputs().filter(|&u| u == v).count() == 1;
-                if node.inputs.first() == Some(&Some(v)) && read_once && node.domain.is_empty() {
-                    steps[i].relabel = relabel_shape(&node.op_type);
+                if node.inputs.first() == Some(&Some(v)) && read_once {
+                    steps[i].relabel = steps[i].op.relabel();
                 }
             }
         }
-        let mut constants: Vec<Option<Tensor>> = (0..g.value_count()).map(|_| None).collect();
+        let mut constants: Vec<Option<&Tensor>> = (0..g.value_count()).map(|_| None).collect();
         for (v, t) in g.initializers() {
-            constants[v.0 as usize] = Some(to_tensor(t, limits)?);
+            // This run's limits, checked before the graph decodes (once, for every reader).
+            validate(t, limits)?;
+            constants[v.0 as usize] = match g.initializer_value(v) {
+                Some(c) => Some(c),
+                // Not decodable: `to_tensor` names why.
+                None => {
+                    return Err(to_tensor(t, limits).err().unwrap_or_else(|| {
+                        Error::invalid(format!("initializer '{}' cannot be decoded", g.name(v)))
+                    }))
+                }
+            };
         }
         Ok(Executor {
             model,
@@ -149,7 +178,7 @@ impl<'m> Executor<'m> {
 
     /// An initializer's value, decoded when the executor was made.
     pub fn constant(&self, v: ValueId) -> Option<&Tensor> {
-        self.constants.get(v.0 as usize).and_then(|c| c.as_ref())
+        self.constants.get(v.0 as usize).copied().flatten()
     }
 
     /// Runs the graph. `inputs` by graph-input name; an input with an initializer may be omitted
@@ -223,6 +252,7 @@ impl<'m> Executor<'m> {
             }
             let ctx = KernelCtx {
                 node,
+                op: &*step.op,
                 opset: step.opset,
                 limits: &self.limits,
             };
@@ -354,7 +384,7 @@ fn check_input<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::builder::GraphBuilder;
+    use crate::builder::GraphBuilder;
     use crate::ir::{attr, Dim};
     use crate::tensor::DType;
     use ndarray::{ArrayD, IxDyn};

@@ -3,7 +3,7 @@
 //! A [`GpuSession`] is a model prepared for fixed input shapes: one traced run on the reference
 //! backend gives every value's shape and the values of what does not depend on the input data
 //! (shape arithmetic, folded weights); each remaining node is lowered to kernels generated with
-//! its shapes baked in (`wgsl.rs`, `lower.rs`), or to nothing when its output only relabels its
+//! its shapes baked in (each op's `Op::lower`, with `ops/wgsl.rs`), or to nothing when its output only relabels its
 //! input. Fused ops are one dispatch each. The API is async because the browser cannot block.
 //!
 //! ```no_run
@@ -18,9 +18,7 @@
 //! ```
 
 mod device;
-mod lower;
 mod session;
-pub mod wgsl;
 
 pub use device::Gpu;
 pub use session::GpuSession;

@@ -14,11 +14,8 @@ use crate::tensor::{DType, Tensor};
 use crate::{Error, Result};
 
 use super::device::{gpu_err, map_read, Gpu};
-use super::lower::{lower, Info, Lowered, NodeCtx};
-use super::wgsl::{numel, Bind, Ty};
-
-/// Ops whose output depends only on their inputs' shapes, not their data.
-const SHAPE_ONLY: &[&str] = &["Shape", "Size"];
+use crate::ops::wgsl::{numel, Bind, Ty};
+use crate::ops::{self, lowering::lower, Info, Lowered, NodeCtx};
 
 pub struct GpuSession {
     gpu: Gpu,
@@ -127,9 +124,9 @@ impl GpuSession {
         for &id in &order {
             let n = g.node(id);
             let all_static = n.inputs.iter().flatten().all(|v| is_static.contains(v));
-            if (all_static && n.implicit_inputs.is_empty())
-                || SHAPE_ONLY.contains(&n.op_type.as_str()) && n.domain.is_empty()
-            {
+            let shape_only = ops::resolve(n, model.opset(&n.domain).unwrap_or(1))
+                .is_ok_and(|op| op.reads_only_shapes());
+            if (all_static && n.implicit_inputs.is_empty()) || shape_only {
                 is_static.extend(n.outputs.iter().flatten().copied());
             }
         }
@@ -182,7 +179,7 @@ impl GpuSession {
         }
         struct Planned {
             node: NodeId,
-            dispatches: Vec<super::wgsl::Dispatch>,
+            dispatches: Vec<ops::wgsl::Dispatch>,
             scratch: Vec<usize>,
         }
         let mut planned: Vec<Planned> = Vec::new();
@@ -192,9 +189,24 @@ impl GpuSession {
                 continue;
             }
             let info_of = |v: &Option<ValueId>| v.and_then(|v| infos.get(&v).cloned());
+            let opset = model.opset(&n.domain).unwrap_or(1);
+            let fail = |message: String| Error::Kernel {
+                op_type: n.op_type.clone(),
+                node: n.label(id),
+                message: format!("webgpu: {message}"),
+            };
+            let op = ops::resolve(n, opset).map_err(|e| match e {
+                ops::OpError::BadAttributes(m) => fail(m),
+                ops::OpError::Unsupported => fail(format!(
+                    "{} ({}) has no webgpu kernel yet",
+                    n.op_type,
+                    crate::ir::model::display_domain(&n.domain)
+                )),
+            })?;
             let ctx = NodeCtx {
                 node: n,
-                opset: model.opset(&n.domain).unwrap_or(1),
+                op: &*op,
+                opset,
                 ins: n.inputs.iter().map(info_of).collect(),
                 outs: n.outputs.iter().map(info_of).collect(),
                 statics: n
@@ -202,11 +214,6 @@ impl GpuSession {
                     .iter()
                     .map(|v| v.and_then(|v| statics.get(&v)))
                     .collect(),
-            };
-            let fail = |message: String| Error::Kernel {
-                op_type: n.op_type.clone(),
-                node: n.label(id),
-                message: format!("webgpu: {message}"),
             };
             for info in ctx.ins.iter().chain(&ctx.outs).flatten() {
                 Ty::of(info.dtype).map_err(fail)?;

@@ -1,0 +1,217 @@
+//! ai.onnx Cast and Constant: the ops that retype a value or are one.
+//!
+//! | op | versions | attributes (default) | notes |
+//! |---|---|---|---|
+//! | Cast | 6- | `to` (required); `saturate` (19), `round_mode` (24): float8/4 only | floats to ints truncate toward zero |
+//! | Constant | 1- | exactly one of `value`, `value_float(s)`, `value_int(s)`, `value_string(s)`, `sparse_value` | decoded once, at parse |
+
+use ndarray::{ArrayD, IxDyn};
+
+use super::common::{bits, check_out, input};
+use super::lowering::{NodeCtx, R};
+use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
+use crate::ir::{Dim, TensorType};
+use crate::limits::Limits;
+use crate::onnx::proto::data_type as dt;
+use crate::onnx::tensor::to_tensor;
+use crate::tensor::{DType, Tensor};
+
+type P = Result<Box<dyn Op>, String>;
+
+#[derive(Debug)]
+pub struct Cast {
+    pub to: DType,
+}
+
+impl Cast {
+    pub fn parse(a: &Attrs) -> P {
+        let to = a.opt_int("to")?.ok_or("attribute 'to' is required")?;
+        let to = i32::try_from(to).map_err(|_| format!("attribute 'to' is not a type: {to}"))?;
+        Ok(Box::new(Cast { to: DType(to) }))
+    }
+}
+
+impl Op for Cast {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![TensorType {
+            dtype: Some(self.to),
+            shape: cx.input(0).shape,
+        }]
+    }
+    fn kernel(&self) -> Kernel {
+        cast
+    }
+    fn lower(&self, c: &NodeCtx) -> R<Lowered> {
+        use super::wgsl::Ty;
+        let (from, to) = (c.ty(0)?, c.out_ty(0)?);
+        if from == to {
+            return Ok(Lowered::Alias);
+        }
+        let e = match (from, to) {
+            (_, Ty::U32) => format!("u32(v0 != {})", from.zero()),
+            (Ty::U32, t) => format!("{}(v0)", t.wgsl()),
+            (_, t) => format!("{}(v0)", t.wgsl()),
+        };
+        c.ew(1, &e)
+    }
+}
+
+#[derive(Debug)]
+pub struct Constant {
+    /// The value, decoded once when the node is parsed; or why the reference backend cannot
+    /// hold it (the kernel's error: the model still loads).
+    pub value: Result<Tensor, String>,
+    /// The output's type as the attribute states it, even where the value cannot be held
+    /// (float16, strings).
+    pub ty: TensorType,
+}
+
+impl Constant {
+    pub fn parse(a: &Attrs) -> P {
+        let known = |d: &[i64]| Some(d.iter().map(|&d| Dim::Known(d)).collect());
+        let ty = if let Some(t) = a.tensor("value")? {
+            TensorType {
+                dtype: Some(DType(t.data_type)),
+                shape: known(&t.dims),
+            }
+        } else if a.has("value_float") || a.has("value_int") {
+            let f = a.has("value_float");
+            TensorType {
+                dtype: Some(if f { DType::F32 } else { DType::I64 }),
+                shape: Some(vec![]),
+            }
+        } else if let Some(f) = a.floats("value_floats")? {
+            TensorType {
+                dtype: Some(DType::F32),
+                shape: known(&[f.len() as i64]),
+            }
+        } else if let Some(i) = a.ints("value_ints")? {
+            TensorType {
+                dtype: Some(DType::I64),
+                shape: known(&[i.len() as i64]),
+            }
+        } else {
+            TensorType::default()
+        };
+        Ok(Box::new(Constant {
+            value: constant_value(a)?,
+            ty,
+        }))
+    }
+}
+
+impl Op for Constant {
+    fn infer(&self, _: &InferCx) -> Vec<TensorType> {
+        vec![self.ty.clone()]
+    }
+    fn kernel(&self) -> Kernel {
+        constant
+    }
+}
+
+/// Every source element converted with `as` (floats to ints truncate toward zero and saturate;
+/// NaN becomes 0 where C leaves it undefined); bool sources give 0/1.
+macro_rules! cast_num {
+    ($src:expr, $t:ty) => {
+        match $src {
+            Tensor::F32(a) => a.mapv(|v| v as $t),
+            Tensor::F64(a) => a.mapv(|v| v as $t),
+            Tensor::I32(a) => a.mapv(|v| v as $t),
+            Tensor::I64(a) => a.mapv(|v| v as $t),
+            Tensor::Bool(a) => a.mapv(|v| u8::from(v) as $t),
+        }
+    };
+}
+
+/// Cast among the computable types. `saturate` (19+) and `round_mode` (24+) only concern
+/// float8/float4 targets, which this backend does not hold.
+pub fn cast(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "Cast";
+    let src = input(OP, inputs, 0)?;
+    let to = ctx.attrs::<Cast>()?.to;
+    check_out(ctx, OP, src.shape(), bits(to))?;
+    Ok(vec![match to.0 {
+        dt::FLOAT => Tensor::F32(cast_num!(src, f32)),
+        dt::DOUBLE => Tensor::F64(cast_num!(src, f64)),
+        dt::INT32 => Tensor::I32(cast_num!(src, i32)),
+        dt::INT64 => Tensor::I64(cast_num!(src, i64)),
+        dt::BOOL => Tensor::Bool(match src {
+            Tensor::F32(a) => a.mapv(|v| v != 0.0),
+            Tensor::F64(a) => a.mapv(|v| v != 0.0),
+            Tensor::I32(a) => a.mapv(|v| v != 0),
+            Tensor::I64(a) => a.mapv(|v| v != 0),
+            Tensor::Bool(a) => a.clone(),
+        }),
+        _ => {
+            return Err(format!(
+                "{OP}: target type {to} is not supported by the reference backend"
+            ))
+        }
+    }])
+}
+
+const CONSTANT_ATTRS: [&str; 8] = [
+    "value",
+    "value_float",
+    "value_floats",
+    "value_int",
+    "value_ints",
+    "value_string",
+    "value_strings",
+    "sparse_value",
+];
+
+/// Constant: its value, decoded when the node was parsed.
+pub fn constant(ctx: &KernelCtx, _inputs: &[Option<&Tensor>]) -> KernelResult {
+    Ok(vec![ctx.attrs::<Constant>()?.value.clone()?])
+}
+
+/// Exactly one of the value attributes gives the output. Wrong attribute types are parse errors;
+/// what the reference backend cannot hold (strings, sparse, float16) is the kernel's error.
+fn constant_value(a: &Attrs) -> R<Result<Tensor, String>> {
+    const OP: &str = "Constant";
+    let present: Vec<&str> = CONSTANT_ATTRS
+        .iter()
+        .copied()
+        .filter(|n| a.has(n))
+        .collect();
+    let name = match present.as_slice() {
+        [one] => *one,
+        _ => {
+            return Ok(Err(format!(
+                "{OP}: expected exactly one of {CONSTANT_ATTRS:?}, found {present:?}"
+            )))
+        }
+    };
+    let wrong = || format!("{OP}: attribute '{name}' has the wrong attribute type");
+    let vec1 = |v: usize| IxDyn(&[v]);
+    Ok(Ok(match name {
+        "value" => {
+            let tp = a.tensor(name)?.ok_or_else(wrong)?;
+            match to_tensor(tp, &Limits::default()) {
+                Ok(t) => t,
+                Err(e) => return Ok(Err(format!("{OP}: {e}"))),
+            }
+        }
+        "value_float" => Tensor::scalar_f32(a.opt_float(name)?.ok_or_else(wrong)?),
+        "value_floats" => {
+            let v = a.floats(name)?.ok_or_else(wrong)?;
+            Tensor::F32(ArrayD::from_shape_vec(vec1(v.len()), v).map_err(|e| e.to_string())?)
+        }
+        "value_int" => Tensor::I64(ArrayD::from_elem(
+            IxDyn(&[]),
+            a.opt_int(name)?.ok_or_else(wrong)?,
+        )),
+        "value_ints" => Tensor::from_i64s(&a.ints(name)?.ok_or_else(wrong)?),
+        "value_string" | "value_strings" => {
+            return Ok(Err(format!(
+                "{OP}: '{name}' is not supported: the reference backend has no string tensors"
+            )))
+        }
+        _ => {
+            return Ok(Err(format!(
+                "{OP}: '{name}' is not supported: the reference backend has no sparse tensors"
+            )))
+        }
+    }))
+}

@@ -1,0 +1,213 @@
+//! Comparison and logical kernels: Equal, Less, LessOrEqual, Greater, GreaterOrEqual (numeric
+//! inputs of one type, bool output), And, Or, Xor, Not (bool only) and Where. All broadcast
+//! multidirectionally through `broadcast.rs`. Versions 13 to 23 of these ops only widened the type
+//! lists (Equal takes bool from 11, Where takes bfloat16 from 16), so nothing branches on the opset.
+
+use ndarray::ArrayD;
+
+use super::broadcast::{binary_map, select_map};
+use super::common::{input, type_mismatch, unsupported_type};
+use super::elementwise::binary_ops;
+use super::infer::broadcast_inputs;
+use super::lowering::NodeCtx;
+use super::{InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
+use crate::ir::TensorType;
+use crate::tensor::{DType, Tensor};
+
+binary_ops! {
+    Equal => equal, same_type: true, out: |_| Some(DType::BOOL), wgsl: |c| c.ew(2, "u32(v0 == v1)");
+    Less => less, same_type: true, out: |_| Some(DType::BOOL), wgsl: |c| c.ew(2, "u32(v0 < v1)");
+    LessOrEqual => less_or_equal, same_type: true, out: |_| Some(DType::BOOL),
+        wgsl: |c| c.ew(2, "u32(v0 <= v1)");
+    Greater => greater, same_type: true, out: |_| Some(DType::BOOL), wgsl: |c| c.ew(2, "u32(v0 > v1)");
+    GreaterOrEqual => greater_or_equal, same_type: true, out: |_| Some(DType::BOOL),
+        wgsl: |c| c.ew(2, "u32(v0 >= v1)");
+    And => and, same_type: true, out: |_| Some(DType::BOOL), wgsl: |c| c.ew(2, "v0 & v1");
+    Or => or, same_type: true, out: |_| Some(DType::BOOL), wgsl: |c| c.ew(2, "v0 | v1");
+    Xor => xor, same_type: true, out: |_| Some(DType::BOOL), wgsl: |c| c.ew(2, "v0 ^ v1");
+}
+
+super::plain_ops!(Not, Where);
+
+impl Op for Not {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![TensorType {
+            dtype: Some(DType::BOOL),
+            shape: cx.input(0).shape,
+        }]
+    }
+    fn kernel(&self) -> Kernel {
+        not
+    }
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        c.ew(1, "u32(v0 == 0u)")
+    }
+}
+
+impl Op for Where {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        let (x, y) = (cx.input(1), cx.input(2));
+        vec![TensorType {
+            dtype: x.dtype.or(y.dtype),
+            shape: broadcast_inputs(cx, 3),
+        }]
+    }
+    fn kernel(&self) -> Kernel {
+        where_
+    }
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        c.ew(3, "select(v2, v1, v0 != 0u)")
+    }
+}
+
+/// A comparison of two values of one type. Float comparisons follow IEEE 754: any comparison with
+/// NaN is false (so Equal(NaN, NaN) is false).
+trait CmpOp {
+    const NAME: &'static str;
+    /// Equal accepts bool inputs; the ordering comparisons do not.
+    const BOOL_INPUTS: bool = false;
+    fn apply<T: PartialOrd>(a: T, b: T) -> bool;
+}
+
+struct EqualOp;
+impl CmpOp for EqualOp {
+    const NAME: &'static str = "Equal";
+    const BOOL_INPUTS: bool = true;
+    #[inline(always)]
+    fn apply<T: PartialOrd>(a: T, b: T) -> bool {
+        a == b
+    }
+}
+
+struct LessOp;
+impl CmpOp for LessOp {
+    const NAME: &'static str = "Less";
+    #[inline(always)]
+    fn apply<T: PartialOrd>(a: T, b: T) -> bool {
+        a < b
+    }
+}
+
+struct LessOrEqualOp;
+impl CmpOp for LessOrEqualOp {
+    const NAME: &'static str = "LessOrEqual";
+    #[inline(always)]
+    fn apply<T: PartialOrd>(a: T, b: T) -> bool {
+        a <= b
+    }
+}
+
+struct GreaterOp;
+impl CmpOp for GreaterOp {
+    const NAME: &'static str = "Greater";
+    #[inline(always)]
+    fn apply<T: PartialOrd>(a: T, b: T) -> bool {
+        a > b
+    }
+}
+
+struct GreaterOrEqualOp;
+impl CmpOp for GreaterOrEqualOp {
+    const NAME: &'static str = "GreaterOrEqual";
+    #[inline(always)]
+    fn apply<T: PartialOrd>(a: T, b: T) -> bool {
+        a >= b
+    }
+}
+
+fn compare<O: CmpOp>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    let a = input(O::NAME, inputs, 0)?;
+    let b = input(O::NAME, inputs, 1)?;
+    let out: ArrayD<bool> = match (a, b) {
+        (Tensor::F32(a), Tensor::F32(b)) => binary_map(ctx, O::NAME, a, b, O::apply::<f32>)?,
+        (Tensor::F64(a), Tensor::F64(b)) => binary_map(ctx, O::NAME, a, b, O::apply::<f64>)?,
+        (Tensor::I32(a), Tensor::I32(b)) => binary_map(ctx, O::NAME, a, b, O::apply::<i32>)?,
+        (Tensor::I64(a), Tensor::I64(b)) => binary_map(ctx, O::NAME, a, b, O::apply::<i64>)?,
+        (Tensor::Bool(a), Tensor::Bool(b)) if O::BOOL_INPUTS => {
+            binary_map(ctx, O::NAME, a, b, O::apply::<bool>)?
+        }
+        (a, b) if a.dtype() == b.dtype() => return Err(unsupported_type(O::NAME, a.dtype())),
+        (a, b) => return Err(type_mismatch(O::NAME, a.dtype(), b.dtype())),
+    };
+    Ok(vec![Tensor::Bool(out)])
+}
+
+pub fn equal(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    compare::<EqualOp>(ctx, inputs)
+}
+
+pub fn less(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    compare::<LessOp>(ctx, inputs)
+}
+
+pub fn less_or_equal(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    compare::<LessOrEqualOp>(ctx, inputs)
+}
+
+pub fn greater(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    compare::<GreaterOp>(ctx, inputs)
+}
+
+pub fn greater_or_equal(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    compare::<GreaterOrEqualOp>(ctx, inputs)
+}
+
+/// A binary logical op: both inputs bool (the spec's `T` is tensor(bool) only).
+fn logical(
+    ctx: &KernelCtx,
+    op: &str,
+    inputs: &[Option<&Tensor>],
+    f: fn(bool, bool) -> bool,
+) -> KernelResult {
+    let a = input(op, inputs, 0)?;
+    let b = input(op, inputs, 1)?;
+    match (a, b) {
+        (Tensor::Bool(a), Tensor::Bool(b)) => Ok(vec![Tensor::Bool(binary_map(ctx, op, a, b, f)?)]),
+        (a, b) if a.dtype() == b.dtype() => Err(unsupported_type(op, a.dtype())),
+        (a, b) => Err(type_mismatch(op, a.dtype(), b.dtype())),
+    }
+}
+
+pub fn and(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    logical(ctx, "And", inputs, |a, b| a & b)
+}
+
+pub fn or(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    logical(ctx, "Or", inputs, |a, b| a | b)
+}
+
+pub fn xor(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    logical(ctx, "Xor", inputs, |a, b| a ^ b)
+}
+
+pub fn not(_ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    match input("Not", inputs, 0)? {
+        Tensor::Bool(a) => Ok(vec![Tensor::Bool(a.mapv(|v| !v))]),
+        t => Err(unsupported_type("Not", t.dtype())),
+    }
+}
+
+/// Where(condition, X, Y): X where the bool condition holds, else Y; X and Y share one type and
+/// all three broadcast together.
+pub fn where_(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "Where";
+    let c = match input(OP, inputs, 0)? {
+        Tensor::Bool(c) => c,
+        t => return Err(format!("{OP}: condition must be bool, got {}", t.dtype())),
+    };
+    let x = input(OP, inputs, 1)?;
+    let y = input(OP, inputs, 2)?;
+    let out = match (x, y) {
+        (Tensor::F32(x), Tensor::F32(y)) => Tensor::F32(select_map(ctx, OP, c, x, y)?),
+        (Tensor::F64(x), Tensor::F64(y)) => Tensor::F64(select_map(ctx, OP, c, x, y)?),
+        (Tensor::I32(x), Tensor::I32(y)) => Tensor::I32(select_map(ctx, OP, c, x, y)?),
+        (Tensor::I64(x), Tensor::I64(y)) => Tensor::I64(select_map(ctx, OP, c, x, y)?),
+        (Tensor::Bool(x), Tensor::Bool(y)) => Tensor::Bool(select_map(ctx, OP, c, x, y)?),
+        (x, y) => return Err(type_mismatch(OP, x.dtype(), y.dtype())),
+    };
+    Ok(vec![out])
+}
+
+#[cfg(test)]
+#[path = "compare_tests.rs"]
+mod tests;

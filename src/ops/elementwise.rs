@@ -1,0 +1,488 @@
+//! ai.onnx elementwise math.
+//!
+//! | op | versions | attributes | inputs -> output |
+//! |---|---|---|---|
+//! | Add, Sub, Mul, Div | 1-14 | `broadcast`, `axis` (opsets < 7 only; refused) | A, B: T -> C: T, numpy broadcasting |
+//! | Pow | 1-15 | as above | X: T, Y: T1 (any numeric) -> Z: T |
+//! | Neg, Abs, Relu | 1-14 | none (`consumed_inputs` before 6, ignored) | X: T -> Y: T; T float or signed int |
+//! | Sqrt, Exp, Log, Tanh, Sigmoid | 1-13 | none | X: T -> Y: T; T float |
+//! | Erf | 9-13 | none | X: T -> Y: T |
+//!
+//! Versions 7 (numpy broadcasting replaced the `broadcast`/`axis` attributes), 13 and 14
+//! (bfloat16 and more integer types) and 15 (Pow's types) changed no computed value for the
+//! types held here, so no kernel branches on the opset.
+
+use ndarray::ArrayD;
+
+use super::broadcast::binary_map;
+use super::common::{input, type_mismatch, unsupported_type, Num};
+use super::fastmath;
+use super::lowering::{NodeCtx, Ty};
+use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
+use crate::ir::expr::{BinaryOp, UnaryOp};
+use crate::ir::TensorType;
+use crate::tensor::Tensor;
+
+/// The float32 function of each unary op: the one-op kernels below and FusedElementwise
+/// (fused_elementwise.rs) both compute through it, so a fused chain equals the chained kernels
+/// bit for bit. tanh and erf are the branch-free fastmath forms (3e-7 relative, 2e-7 absolute
+/// for erf), several times faster than libm's tanhf and the float64 erf series.
+#[inline(always)]
+pub(super) fn unary_f32(op: UnaryOp, x: f32) -> f32 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Erf => fastmath::erf(x),
+        UnaryOp::Tanh => fastmath::tanh(x),
+        // exp(-x) overflows to +inf for very negative x, which still gives the right limit 0.
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        // `x < 0 ? 0 : x` keeps NaN as NaN (max(x, 0) would turn it into 0).
+        UnaryOp::Relu => {
+            if x < 0.0 {
+                0.0
+            } else {
+                x
+            }
+        }
+    }
+}
+
+/// The float32 function of each binary op, shared as `unary_f32` is.
+#[inline(always)]
+pub(super) fn binary_f32(op: BinaryOp, a: f32, b: f32) -> f32 {
+    match op {
+        BinaryOp::Add => AddOp::apply(a, b),
+        BinaryOp::Sub => SubOp::apply(a, b),
+        BinaryOp::Mul => MulOp::apply(a, b),
+        BinaryOp::Div => DivOp::apply(a, b),
+        BinaryOp::Pow => a.powf(b),
+    }
+}
+
+/// A binary arithmetic op over one numeric type (both inputs have the same type: spec's `T`).
+trait BinOp {
+    const NAME: &'static str;
+    /// Integer division by zero has no value: reject it before computing.
+    const REJECT_INT_ZERO_DIVISOR: bool = false;
+    fn apply<T: Num>(a: T, b: T) -> T;
+}
+
+struct AddOp;
+impl BinOp for AddOp {
+    const NAME: &'static str = "Add";
+    #[inline(always)]
+    fn apply<T: Num>(a: T, b: T) -> T {
+        a.wadd(b)
+    }
+}
+
+struct SubOp;
+impl BinOp for SubOp {
+    const NAME: &'static str = "Sub";
+    #[inline(always)]
+    fn apply<T: Num>(a: T, b: T) -> T {
+        a.wsub(b)
+    }
+}
+
+struct MulOp;
+impl BinOp for MulOp {
+    const NAME: &'static str = "Mul";
+    #[inline(always)]
+    fn apply<T: Num>(a: T, b: T) -> T {
+        a.wmul(b)
+    }
+}
+
+struct DivOp;
+impl BinOp for DivOp {
+    const NAME: &'static str = "Div";
+    const REJECT_INT_ZERO_DIVISOR: bool = true;
+    #[inline(always)]
+    fn apply<T: Num>(a: T, b: T) -> T {
+        a.wdiv(b)
+    }
+}
+
+fn arith_typed<O: BinOp, T: Num>(
+    ctx: &KernelCtx,
+    a: &ArrayD<T>,
+    b: &ArrayD<T>,
+) -> Result<ArrayD<T>, String> {
+    // Every divisor element is used unless `a` is empty.
+    if O::REJECT_INT_ZERO_DIVISOR && T::IS_INT && !a.is_empty() && b.iter().any(|&v| v == T::ZERO) {
+        return Err(format!("{}: integer division by zero", O::NAME));
+    }
+    binary_map(ctx, O::NAME, a, b, O::apply::<T>)
+}
+
+/// Opsets before 7 broadcast by `broadcast`/`axis` attributes (axis-aligned, not numpy's
+/// right-aligned rule). Such nodes parse (a model holding them still loads) but their kernel is
+/// this refusal rather than the modern rule, which would compute something else.
+pub(super) fn legacy_broadcast(a: &Attrs) -> bool {
+    a.has("broadcast") || (a.opset < 7 && a.has("axis"))
+}
+
+/// The kernel of a binary op carrying the legacy broadcast attributes.
+pub(super) fn refuse_legacy_broadcast(ctx: &KernelCtx, _: &[Option<&Tensor>]) -> KernelResult {
+    Err(format!(
+        "{}: the legacy (opset < 7) broadcast/axis attributes are not supported",
+        ctx.node.op_type
+    ))
+}
+
+/// Declares binary ops: the legacy-broadcast flag is their only attribute; the output has the
+/// inputs' broadcast shape and the type `out` makes of input 0's.
+macro_rules! binary_ops {
+    ($($(#[$m:meta])* $name:ident => $kernel:path, same_type: $same:expr, out: $out:expr,
+       wgsl: $lower:expr;)*) => {$(
+        $(#[$m])*
+        #[derive(Debug)]
+        pub struct $name {
+            pub legacy_broadcast: bool,
+        }
+        impl $name {
+            pub fn parse(a: &$crate::ops::Attrs) -> Result<Box<dyn $crate::ops::Op>, String> {
+                Ok(Box::new($name {
+                    legacy_broadcast: $crate::ops::elementwise::legacy_broadcast(a),
+                }))
+            }
+        }
+        impl $crate::ops::Op for $name {
+            fn infer(&self, cx: &$crate::ops::InferCx) -> Vec<$crate::ir::TensorType> {
+                let out: fn(Option<$crate::tensor::DType>) -> Option<$crate::tensor::DType> = $out;
+                let dtype = out(cx.input(0).dtype);
+                let shape = $crate::ops::infer::broadcast_inputs(cx, 2);
+                vec![$crate::ir::TensorType { dtype, shape }]
+            }
+            fn kernel(&self) -> $crate::ops::Kernel {
+                if self.legacy_broadcast {
+                    $crate::ops::elementwise::refuse_legacy_broadcast
+                } else {
+                    $kernel
+                }
+            }
+            fn lower(&self, c: &$crate::ops::NodeCtx) -> Result<$crate::ops::Lowered, String> {
+                let lower: fn(&$crate::ops::NodeCtx) -> Result<$crate::ops::Lowered, String> = $lower;
+                lower(c)
+            }
+            fn same_type_inputs(&self) -> bool {
+                $same
+            }
+        }
+    )*};
+}
+pub(super) use binary_ops;
+
+binary_ops! {
+    Add => add, same_type: true, out: |t| t, wgsl: |c| c.ew(2, "v0 + v1");
+    Sub => sub, same_type: true, out: |t| t, wgsl: |c| c.ew(2, "v0 - v1");
+    Mul => mul, same_type: true, out: |t| t, wgsl: |c| c.ew(2, "v0 * v1");
+    Div => div, same_type: true, out: |t| t, wgsl: |c| c.ew(2, "v0 / v1");
+    /// The exponent may have another type than the base.
+    Pow => pow, same_type: false, out: |t| t, wgsl: |c| {
+        if c.ty(0)? != Ty::F32 || c.ty(1)? != Ty::F32 {
+            return Err("Pow is float32-only on webgpu".into());
+        }
+        c.ew(2, "pow_(v0, v1)")
+    };
+}
+
+/// Declares attribute-less unary ops: output type and shape are input 0's.
+macro_rules! unary_ops {
+    ($($name:ident => $kernel:path, wgsl: $lower:expr;)*) => {$(
+        super::plain_ops!($name);
+        impl Op for $name {
+            fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+                vec![cx.input(0)]
+            }
+            fn kernel(&self) -> Kernel {
+                $kernel
+            }
+            fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+                let lower: fn(&NodeCtx) -> Result<Lowered, String> = $lower;
+                lower(c)
+            }
+        }
+    )*};
+}
+
+unary_ops! {
+    Neg => neg, wgsl: |c| c.ew(1, "-v0");
+    Abs => abs, wgsl: |c| c.ew(1, "abs(v0)");
+    Sqrt => sqrt, wgsl: |c| c.ew(1, "sqrt(v0)");
+    Exp => exp, wgsl: |c| c.ew(1, "exp(v0)");
+    Log => log, wgsl: |c| c.ew(1, "log(v0)");
+    Erf => erf, wgsl: |c| c.ew(1, "erf_(v0)");
+    Tanh => tanh, wgsl: |c| c.ew(1, "tanh_(v0)");
+    Sigmoid => sigmoid, wgsl: |c| c.ew(1, "1.0 / (1.0 + exp(-v0))");
+    Relu => relu, wgsl: |c| c.ew(1, &format!("max(v0, {})", c.ty(0)?.zero()));
+}
+
+fn arith<O: BinOp>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    let a = input(O::NAME, inputs, 0)?;
+    let b = input(O::NAME, inputs, 1)?;
+    let out = match (a, b) {
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(arith_typed::<O, f32>(ctx, a, b)?),
+        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(arith_typed::<O, f64>(ctx, a, b)?),
+        (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(arith_typed::<O, i32>(ctx, a, b)?),
+        (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(arith_typed::<O, i64>(ctx, a, b)?),
+        (a, b) if a.dtype() == b.dtype() => return Err(unsupported_type(O::NAME, a.dtype())),
+        (a, b) => return Err(type_mismatch(O::NAME, a.dtype(), b.dtype())),
+    };
+    Ok(vec![out])
+}
+
+pub fn add(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    arith::<AddOp>(ctx, inputs)
+}
+
+pub fn sub(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    arith::<SubOp>(ctx, inputs)
+}
+
+pub fn mul(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    arith::<MulOp>(ctx, inputs)
+}
+
+pub fn div(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    arith::<DivOp>(ctx, inputs)
+}
+
+/// `base^exp` for integers by squaring, wrapping on overflow. `exp >= 0`.
+fn ipow<T: Num>(base: T, exp: i64) -> T {
+    let (mut acc, mut b, mut e) = (T::ONE, base, exp as u64);
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = acc.wmul(b);
+        }
+        b = b.wmul(b);
+        e >>= 1;
+    }
+    acc
+}
+
+/// Pow: output has the base's type (`T`); the exponent (`T1`) may be any numeric type. Float
+/// exponents of an integer base go through f64 and truncate, as a C cast would.
+pub fn pow(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "Pow";
+    let x = input(OP, inputs, 0)?;
+    let y = input(OP, inputs, 1)?;
+    if matches!(x, Tensor::I32(_) | Tensor::I64(_)) {
+        let negative = match y {
+            Tensor::I32(e) => e.iter().any(|&v| v < 0),
+            Tensor::I64(e) => e.iter().any(|&v| v < 0),
+            _ => false,
+        };
+        // numpy refuses this too: the result is not an integer.
+        if negative && !x.is_empty() {
+            return Err(format!(
+                "{OP}: integer base {} with a negative integer exponent",
+                x.dtype()
+            ));
+        }
+    }
+    let out = match (x, y) {
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(binary_map(ctx, OP, a, b, |p, q| {
+            binary_f32(BinaryOp::Pow, p, q)
+        })?),
+        (Tensor::F32(a), Tensor::F64(b)) => Tensor::F32(binary_map(ctx, OP, a, b, |p, q: f64| {
+            (p as f64).powf(q) as f32
+        })?),
+        (Tensor::F32(a), Tensor::I32(b)) => {
+            Tensor::F32(binary_map(ctx, OP, a, b, |p: f32, q| p.powf(q as f32))?)
+        }
+        (Tensor::F32(a), Tensor::I64(b)) => {
+            Tensor::F32(binary_map(ctx, OP, a, b, |p: f32, q| p.powf(q as f32))?)
+        }
+        (Tensor::F64(a), Tensor::F32(b)) => {
+            Tensor::F64(binary_map(ctx, OP, a, b, |p: f64, q| p.powf(q as f64))?)
+        }
+        (Tensor::F64(a), Tensor::F64(b)) => {
+            Tensor::F64(binary_map(ctx, OP, a, b, |p: f64, q| p.powf(q))?)
+        }
+        (Tensor::F64(a), Tensor::I32(b)) => {
+            Tensor::F64(binary_map(ctx, OP, a, b, |p: f64, q| p.powf(q as f64))?)
+        }
+        (Tensor::F64(a), Tensor::I64(b)) => {
+            Tensor::F64(binary_map(ctx, OP, a, b, |p: f64, q| p.powf(q as f64))?)
+        }
+        (Tensor::I32(a), Tensor::I32(b)) => {
+            Tensor::I32(binary_map(ctx, OP, a, b, |p: i32, q| ipow(p, q as i64))?)
+        }
+        (Tensor::I32(a), Tensor::I64(b)) => {
+            Tensor::I32(binary_map(ctx, OP, a, b, |p: i32, q| ipow(p, q))?)
+        }
+        (Tensor::I64(a), Tensor::I32(b)) => {
+            Tensor::I64(binary_map(ctx, OP, a, b, |p: i64, q| ipow(p, q as i64))?)
+        }
+        (Tensor::I64(a), Tensor::I64(b)) => {
+            Tensor::I64(binary_map(ctx, OP, a, b, |p: i64, q| ipow(p, q))?)
+        }
+        (Tensor::I32(a), Tensor::F32(b)) => Tensor::I32(binary_map(ctx, OP, a, b, |p, q: f32| {
+            (p as f64).powf(q as f64) as i32
+        })?),
+        (Tensor::I32(a), Tensor::F64(b)) => Tensor::I32(binary_map(ctx, OP, a, b, |p, q: f64| {
+            (p as f64).powf(q) as i32
+        })?),
+        (Tensor::I64(a), Tensor::F32(b)) => Tensor::I64(binary_map(ctx, OP, a, b, |p, q: f32| {
+            (p as f64).powf(q as f64) as i64
+        })?),
+        (Tensor::I64(a), Tensor::F64(b)) => Tensor::I64(binary_map(ctx, OP, a, b, |p, q: f64| {
+            (p as f64).powf(q) as i64
+        })?),
+        (x, y) => {
+            return Err(format!(
+                "{OP}: unsupported base/exponent types {} and {}",
+                x.dtype(),
+                y.dtype()
+            ))
+        }
+    };
+    Ok(vec![out])
+}
+
+/// Float-only unary ops (spec `T`: float types); float32 goes through `unary_f32`.
+macro_rules! float_unary {
+    ($fname:ident, $name:literal, f32 |$x:ident| $body32:expr, f64 |$y:ident| $body64:expr) => {
+        pub fn $fname(_ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+            let t = input($name, inputs, 0)?;
+            Ok(vec![match t {
+                Tensor::F32(a) => Tensor::F32(a.mapv(|$x: f32| $body32)),
+                Tensor::F64(a) => Tensor::F64(a.mapv(|$y: f64| $body64)),
+                other => return Err(unsupported_type($name, other.dtype())),
+            }])
+        }
+    };
+}
+
+/// Unary ops defined on floats and signed integers (Abs, Neg, Relu).
+macro_rules! num_unary {
+    ($fname:ident, $name:literal, f32 |$x:ident| $body32:expr, f64 |$z:ident| $body64:expr,
+     int |$y:ident| $ibody:expr) => {
+        pub fn $fname(_ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+            let t = input($name, inputs, 0)?;
+            Ok(vec![match t {
+                Tensor::F32(a) => Tensor::F32(a.mapv(|$x: f32| $body32)),
+                Tensor::F64(a) => Tensor::F64(a.mapv(|$z: f64| $body64)),
+                Tensor::I32(a) => Tensor::I32(a.mapv(|$y: i32| $ibody)),
+                Tensor::I64(a) => Tensor::I64(a.mapv(|$y: i64| $ibody)),
+                other => return Err(unsupported_type($name, other.dtype())),
+            }])
+        }
+    };
+}
+
+float_unary!(
+    sqrt,
+    "Sqrt",
+    f32 | x | unary_f32(UnaryOp::Sqrt, x),
+    f64 | x | x.sqrt()
+);
+float_unary!(
+    exp,
+    "Exp",
+    f32 | x | unary_f32(UnaryOp::Exp, x),
+    f64 | x | x.exp()
+);
+float_unary!(
+    log,
+    "Log",
+    f32 | x | unary_f32(UnaryOp::Log, x),
+    f64 | x | x.ln()
+);
+float_unary!(
+    tanh,
+    "Tanh",
+    f32 | x | unary_f32(UnaryOp::Tanh, x),
+    f64 | x | x.tanh()
+);
+float_unary!(
+    sigmoid,
+    "Sigmoid",
+    f32 | x | unary_f32(UnaryOp::Sigmoid, x),
+    f64 | x | 1.0 / (1.0 + (-x).exp())
+);
+float_unary!(
+    erf,
+    "Erf",
+    f32 | x | unary_f32(UnaryOp::Erf, x),
+    f64 | x | ErfF64::onnx_erf(x)
+);
+
+num_unary!(
+    abs,
+    "Abs",
+    f32 | x | unary_f32(UnaryOp::Abs, x),
+    f64 | x | x.abs(),
+    int | v | v.wrapping_abs()
+);
+num_unary!(
+    neg,
+    "Neg",
+    f32 | x | unary_f32(UnaryOp::Neg, x),
+    f64 | x | -x,
+    int | v | v.wrapping_neg()
+);
+num_unary!(
+    relu,
+    "Relu",
+    f32 | x | unary_f32(UnaryOp::Relu, x),
+    f64 | x | if x < 0.0 { 0.0 } else { x },
+    int | v | v.max(0)
+);
+
+/// erf per element; shared with the fused Gelu kernels (transformer.rs).
+pub(super) trait ErfF64 {
+    fn onnx_erf(self) -> Self;
+}
+
+impl ErfF64 for f64 {
+    /// erf without libm: for |x| < 2.5 the series
+    /// erf(x) = 2/sqrt(pi) * exp(-x^2) * sum_n (2x^2)^n * x / (1*3*...*(2n+1)), whose terms are
+    /// all positive (no cancellation); above, 1 - erfc(x) with erfc's continued fraction
+    /// erfc(x) = exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))).
+    /// Relative error is about 1e-15; erf(x) rounds to 1 beyond 6.
+    fn onnx_erf(self) -> f64 {
+        let x = self;
+        if x.is_nan() {
+            return x;
+        }
+        let ax = x.abs();
+        let r = if ax < 2.5 {
+            let x2 = ax * ax;
+            let (mut term, mut sum, mut n) = (ax, ax, 0.0f64);
+            loop {
+                n += 1.0;
+                term *= 2.0 * x2 / (2.0 * n + 1.0);
+                sum += term;
+                if term <= sum * 1e-17 {
+                    break;
+                }
+            }
+            std::f64::consts::FRAC_2_SQRT_PI * (-x2).exp() * sum
+        } else if ax < 6.0 {
+            let mut t = ax;
+            for n in (1..=60).rev() {
+                t = ax + (n as f64 * 0.5) / t;
+            }
+            1.0 - (-ax * ax).exp() * (0.5 * std::f64::consts::FRAC_2_SQRT_PI) / t
+        } else {
+            1.0
+        };
+        r.copysign(x)
+    }
+}
+
+impl ErfF64 for f32 {
+    fn onnx_erf(self) -> f32 {
+        (self as f64).onnx_erf() as f32
+    }
+}
+
+#[cfg(test)]
+#[path = "elementwise_tests.rs"]
+mod tests;

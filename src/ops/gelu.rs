@@ -1,0 +1,191 @@
+//! com.microsoft GELU activations (onnxruntime's docs/ContribOperators.md), one pass each.
+//!
+//! | op | domain, versions | attributes | inputs -> output |
+//! |---|---|---|---|
+//! | Gelu | com.microsoft 1 | none | X -> Y: `0.5·x·(1 + erf(x/√2))` |
+//! | FastGelu | com.microsoft 1 | none | X, bias? -> Y: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` of X + bias |
+//! | BiasGelu | com.microsoft 1 | none | A, B -> C: Gelu's erf form of A + B |
+//!
+//! Y has X's type and shape; a bias is 1-D along the last dim. Element types: float32 (on the
+//! branch-free `fastmath` erf/tanh, so the loops vectorize) and float64 (erf in float64); every
+//! other type is an error naming the op. On WebGPU each is one elementwise dispatch.
+
+use ndarray::ArrayD;
+
+use super::common::{check_out, input, unsupported_type};
+use super::elementwise::ErfF64;
+use super::fastmath;
+use super::lowering::{with_fn, NodeCtx, FAST_GELU, GELU, R};
+use super::transformer::{required, row_major, same_type, shaped, vector_param, Real};
+use super::{InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
+use crate::ir::TensorType;
+use crate::tensor::{DType, Tensor};
+
+super::plain_ops!(
+    /// com.microsoft Gelu: the exact (erf) form.
+    Gelu,
+    /// com.microsoft FastGelu: the tanh form, of `X + bias` when the bias is given.
+    FastGelu,
+    /// com.microsoft BiasGelu: the erf form of `A + B`.
+    BiasGelu
+);
+
+impl Op for Gelu {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![cx.input(0)]
+    }
+    fn kernel(&self) -> Kernel {
+        gelu
+    }
+    fn lower(&self, c: &NodeCtx) -> R<Lowered> {
+        c.ew(1, "gelu_(v0)").map(|l| with_fn(l, GELU))
+    }
+}
+
+impl Op for FastGelu {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![cx.input(0)]
+    }
+    fn kernel(&self) -> Kernel {
+        fast_gelu
+    }
+    fn lower(&self, c: &NodeCtx) -> R<Lowered> {
+        let (n, e) = if c.has_input(1) {
+            (2, "gelu_(v0 + v1)")
+        } else {
+            (1, "gelu_(v0)")
+        };
+        c.ew(n, e).map(|l| with_fn(l, FAST_GELU))
+    }
+}
+
+impl Op for BiasGelu {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![cx.input(0)]
+    }
+    fn kernel(&self) -> Kernel {
+        bias_gelu
+    }
+    fn lower(&self, c: &NodeCtx) -> R<Lowered> {
+        c.ew(2, "gelu_(v0 + v1)").map(|l| with_fn(l, GELU))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+/// `0.5 * x * (1 + erf(x / sqrt 2))`, evaluated in float64.
+#[inline]
+fn gelu_erf<T: Real>(x: T) -> T {
+    let v = x.to_f64();
+    T::from_f64(0.5 * v * (1.0 + (v * std::f64::consts::FRAC_1_SQRT_2).onnx_erf()))
+}
+
+/// `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
+#[inline]
+fn gelu_tanh<T: Real>(x: T) -> T {
+    let c = T::from_f64(0.797_884_560_802_865_4);
+    let k = T::from_f64(0.044_715);
+    let half = T::from_f64(0.5);
+    half * x * (T::ONE + (c * (x + k * x * x * x)).tanh())
+}
+
+/// float32 Gelu (erf form) on the branch-free `fastmath` erf, so the loop vectorizes; 1 + erf is
+/// computed without cancellation for negative x.
+#[inline(always)]
+fn gelu_erf_f32(x: f32) -> f32 {
+    0.5 * x * fastmath::one_plus_erf(x * std::f32::consts::FRAC_1_SQRT_2)
+}
+
+/// float32 FastGelu (tanh form) on the branch-free `fastmath` tanh.
+#[inline(always)]
+fn gelu_tanh_f32(x: f32) -> f32 {
+    let c = 0.797_884_6_f32;
+    let k = 0.044_715_f32;
+    0.5 * x * fastmath::one_plus_tanh(c * (x + k * x * x * x))
+}
+
+/// `f(x + bias)` over `x`, `bias` (when given) 1-D along the last dim; one pass. Generic in `f`
+/// so that it inlines into the loop.
+fn biased_map<T: Real, F: Fn(T) -> T>(
+    ctx: &KernelCtx,
+    op: &str,
+    x: &ArrayD<T>,
+    bias: Option<&ArrayD<T>>,
+    f: F,
+) -> Result<Tensor, String> {
+    let shape = x.shape();
+    check_out(ctx, op, shape, T::DTYPE.bits().unwrap_or(64))?;
+    let xs = row_major(op, x)?;
+    let y: Vec<T> = match bias {
+        None => xs.iter().map(|&v| f(v)).collect(),
+        Some(b) => {
+            let Some(&h) = shape.last() else {
+                return Err(format!(
+                    "{op}: a bias needs an input of rank 1 or more, got a scalar"
+                ));
+            };
+            let b = vector_param(op, "bias", b, h)?;
+            let mut y = vec![T::ZERO; xs.len()];
+            if h > 0 {
+                for (yr, xr) in y.chunks_exact_mut(h).zip(xs.chunks_exact(h)) {
+                    for ((o, &v), &c) in yr.iter_mut().zip(xr).zip(b.iter()) {
+                        *o = f(v + c);
+                    }
+                }
+            }
+            y
+        }
+    };
+    shaped(op, shape, y)
+}
+
+fn activation(
+    ctx: &KernelCtx,
+    inputs: &[Option<&Tensor>],
+    op: &str,
+    bias_required: bool,
+    f32_fn: impl Fn(f32) -> f32,
+    f64_fn: impl Fn(f64) -> f64,
+) -> KernelResult {
+    let x = input(op, inputs, 0)?;
+    if bias_required {
+        input(op, inputs, 1)?;
+    }
+    Ok(vec![match x.dtype() {
+        DType::F32 => {
+            let b = same_type::<f32>(op, inputs, 1)?;
+            biased_map(ctx, op, required::<f32>(op, inputs, 0)?, b, f32_fn)?
+        }
+        DType::F64 => {
+            let b = same_type::<f64>(op, inputs, 1)?;
+            biased_map(ctx, op, required::<f64>(op, inputs, 0)?, b, f64_fn)?
+        }
+        t => return Err(unsupported_type(op, t)),
+    }])
+}
+
+/// com.microsoft Gelu(X): the exact (erf) form, element-wise.
+pub fn gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    if inputs.iter().skip(1).any(|i| i.is_some()) {
+        return Err("Gelu: takes one input".to_string());
+    }
+    activation(ctx, inputs, "Gelu", false, gelu_erf_f32, gelu_erf::<f64>)
+}
+
+/// com.microsoft FastGelu(X, bias?): the tanh form of `X + bias`, bias 1-D along the last dim.
+pub fn fast_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    activation(
+        ctx,
+        inputs,
+        "FastGelu",
+        false,
+        gelu_tanh_f32,
+        gelu_tanh::<f64>,
+    )
+}
+
+/// com.microsoft BiasGelu(A, B): the erf form of `A + B`, B 1-D along the last dim.
+pub fn bias_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    activation(ctx, inputs, "BiasGelu", true, gelu_erf_f32, gelu_erf::<f64>)
+}

@@ -1,0 +1,692 @@
+//! Matrix products: ai.onnx MatMul and Gemm, com.microsoft FusedGemm.
+//!
+//! | op | versions | attributes (default) | inputs -> output |
+//! |---|---|---|---|
+//! | MatMul | 1- | none | A, B: T -> Y: T; numpy matmul (1-D operands promoted, batch dims broadcast) |
+//! | Gemm | 1- | `alpha` (1.0), `beta` (1.0), `transA` (0), `transB` (0); `broadcast` before 7 (ignored) | A, B, C (optional from 11): T -> Y: T = alpha·A'·B' + beta·C, A and B 2-D, C broadcast to [M, N] |
+//! | FusedGemm (com.microsoft) | 1- | Gemm's, and `activation` (required: Relu, Tanh or Sigmoid) | as Gemm, float32 only; Y = activation(Gemm) |
+//!
+//! MatMul 9 and 13 and Gemm 9, 11 (C optional) and 13 widened the types; Gemm 7 replaced the
+//! `broadcast` attribute by unidirectional broadcasting of C. No computed value here branches on
+//! the opset. FusedGemm's `activation_alpha`/`_beta`/`_gamma` (parameters of activations it
+//! does not take) are ignored.
+
+use ndarray::linalg::general_mat_mul;
+use ndarray::{Array2, ArrayD, ArrayView2, ArrayViewMut2, IxDyn, Zip};
+
+use super::broadcast::{broadcast_shape, check_unidirectional};
+use super::common::{check_out, input, opt_input, type_mismatch, unsupported_type, Num};
+use super::infer::broadcast_dims;
+use super::lowering::{prepend, run, NodeCtx, Ty};
+use super::wgsl::{self, lit, strides};
+use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
+use crate::ir::TensorType;
+use crate::tensor::{DType, Tensor};
+
+type P = Result<Box<dyn Op>, String>;
+
+super::plain_ops!(MatMul);
+
+impl Op for MatMul {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        let (a, b) = (cx.input(0), cx.input(1));
+        // Rank-1 operands (promoted, then the added dim dropped) are left unknown.
+        let shape = match (&a.shape, &b.shape) {
+            (Some(x), Some(y)) if x.len() >= 2 && y.len() >= 2 => {
+                broadcast_dims(&x[..x.len() - 2], &y[..y.len() - 2]).map(|mut batch| {
+                    batch.push(x[x.len() - 2].clone());
+                    batch.push(y[y.len() - 1].clone());
+                    batch
+                })
+            }
+            _ => None,
+        };
+        vec![TensorType {
+            dtype: a.dtype,
+            shape,
+        }]
+    }
+    fn kernel(&self) -> Kernel {
+        matmul
+    }
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        lower_matmul(c)
+    }
+    fn same_type_inputs(&self) -> bool {
+        true
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Gemm {
+    pub alpha: f32,
+    pub beta: f32,
+    pub trans_a: bool,
+    pub trans_b: bool,
+}
+
+impl Gemm {
+    pub fn parse(a: &Attrs) -> P {
+        Ok(Box::new(Gemm::read(a)?))
+    }
+
+    fn read(a: &Attrs) -> Result<Gemm, String> {
+        Ok(Gemm {
+            alpha: a.float("alpha", 1.0)?,
+            beta: a.float("beta", 1.0)?,
+            trans_a: a.flag("transA", false)?,
+            trans_b: a.flag("transB", false)?,
+        })
+    }
+
+    /// [M, N] from 2-D A and B (as transA/transB read them).
+    fn infer_out(&self, cx: &InferCx) -> TensorType {
+        let (a, b) = (cx.input(0), cx.input(1));
+        let shape = match (&a.shape, &b.shape) {
+            (Some(x), Some(y)) if x.len() == 2 && y.len() == 2 => Some(vec![
+                x[if self.trans_a { 1 } else { 0 }].clone(),
+                y[if self.trans_b { 0 } else { 1 }].clone(),
+            ]),
+            _ => None,
+        };
+        TensorType {
+            dtype: a.dtype,
+            shape,
+        }
+    }
+}
+
+impl Op for Gemm {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![self.infer_out(cx)]
+    }
+    fn kernel(&self) -> Kernel {
+        gemm
+    }
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        lower_gemm(c, self, "v")
+    }
+    fn same_type_inputs(&self) -> bool {
+        true
+    }
+}
+
+/// FusedGemm's activations: each one's own kernel and WGSL form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Relu,
+    Tanh,
+    Sigmoid,
+}
+
+#[derive(Debug)]
+pub struct FusedGemm {
+    pub gemm: Gemm,
+    /// The `activation` attribute: `None` when absent, `Err(name)` for one not supported. Both
+    /// are the kernel's errors (the WebGPU lowering takes an absent one as the identity).
+    pub activation: Option<Result<Activation, String>>,
+}
+
+impl FusedGemm {
+    pub fn parse(a: &Attrs) -> P {
+        let activation = a.string("activation")?.map(|s| match s.as_str() {
+            "Relu" => Ok(Activation::Relu),
+            "Tanh" => Ok(Activation::Tanh),
+            "Sigmoid" => Ok(Activation::Sigmoid),
+            _ => Err(s),
+        });
+        Ok(Box::new(FusedGemm {
+            gemm: Gemm::read(a)?,
+            activation,
+        }))
+    }
+}
+
+impl Op for FusedGemm {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        // Gemm's output type: the activation keeps it.
+        vec![self.gemm.infer_out(cx)]
+    }
+    fn kernel(&self) -> Kernel {
+        fused_gemm
+    }
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        let act = match &self.activation {
+            Some(Ok(Activation::Relu)) => "max(v, 0.0)",
+            Some(Ok(Activation::Tanh)) => "tanh_(v)",
+            Some(Ok(Activation::Sigmoid)) => "1.0 / (1.0 + exp(-v))",
+            None => "v",
+            Some(Err(other)) => return Err(format!("FusedGemm activation '{other}'")),
+        };
+        lower_gemm(c, &self.gemm, act)
+    }
+}
+
+fn lower_matmul(c: &NodeCtx) -> Result<Lowered, String> {
+    let (a, b) = (&c.input(0)?.shape, &c.input(1)?.shape);
+    if c.ty(0)? != Ty::F32 {
+        return Err("MatMul is float32-only on webgpu".into());
+    }
+    // 1-D operands are promoted (a row / a column) and the added dim dropped from the output.
+    let a2: Vec<usize> = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.clone()
+    };
+    let b2: Vec<usize> = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.clone()
+    };
+    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let n = b2[b2.len() - 1];
+    if b2[b2.len() - 2] != k {
+        return Err(format!("MatMul inner dims differ: {a:?} x {b:?}"));
+    }
+    let ab = &a2[..a2.len() - 2];
+    let bb = &b2[..b2.len() - 2];
+    let rank = ab.len().max(bb.len());
+    let batch: Vec<usize> = (0..rank)
+        .map(|j| {
+            let da = if j + ab.len() >= rank {
+                ab[j + ab.len() - rank]
+            } else {
+                1
+            };
+            let db = if j + bb.len() >= rank {
+                bb[j + bb.len() - rank]
+            } else {
+                1
+            };
+            da.max(db)
+        })
+        .collect();
+    let mat_strides = |dims: &[usize], mat: usize| -> Vec<usize> {
+        let own = strides(dims);
+        (0..rank)
+            .map(|j| {
+                if j + dims.len() < rank {
+                    0
+                } else {
+                    let jj = j + dims.len() - rank;
+                    if dims[jj] == 1 {
+                        0
+                    } else {
+                        own[jj] * mat
+                    }
+                }
+            })
+            .collect()
+    };
+    run(wgsl::matmul(&wgsl::MatMul {
+        m,
+        n,
+        k,
+        batch: &batch,
+        a_batch: mat_strides(ab, m * k),
+        b_batch: mat_strides(bb, k * n),
+        trans_a: false,
+        trans_b: false,
+        extra: None,
+        epilogue: "acc".into(),
+    }))
+}
+
+/// Gemm / FusedGemm: `act(alpha · A'B' + beta · C)`; `act` is a WGSL expression in `v`.
+fn lower_gemm(c: &NodeCtx, p: &Gemm, act: &str) -> Result<Lowered, String> {
+    let (a, b) = (&c.input(0)?.shape, &c.input(1)?.shape);
+    if a.len() != 2 || b.len() != 2 {
+        return Err("Gemm needs 2-D A and B".into());
+    }
+    let (ta, tb) = (p.trans_a, p.trans_b);
+    let (m, k) = if ta { (a[1], a[0]) } else { (a[0], a[1]) };
+    let n = if tb { b[0] } else { b[1] };
+    let alpha = lit(p.alpha)?;
+    let beta = lit(p.beta)?;
+    let (extra, v) = if c.has_input(2) {
+        let cs = &c.input(2)?.shape;
+        let st = wgsl::broadcast_strides(cs, &[m, n]);
+        (
+            Some(format!("row * {}u + col * {}u", st[0], st[1])),
+            format!("{alpha} * acc + {beta} * e"),
+        )
+    } else {
+        (None, format!("{alpha} * acc"))
+    };
+    run(wgsl::matmul(&wgsl::MatMul {
+        m,
+        n,
+        k,
+        batch: &[],
+        a_batch: vec![],
+        b_batch: vec![],
+        trans_a: ta,
+        trans_b: tb,
+        extra,
+        epilogue: format!("act_({v})"),
+    }))
+    .map(|l| prepend(l, &format!("fn act_(v: f32) -> f32 {{ return {act}; }}")))
+}
+
+/// Element types with a matrix-product kernel: `y += alpha * a · b`.
+trait MatElem: Num {
+    fn gemm_acc(alpha: f32, a: ArrayView2<Self>, b: ArrayView2<Self>, y: &mut ArrayViewMut2<Self>);
+    /// `y = a · b` for row-major `a` [m, k], `b` [k, n], `y` [m, n] (zeros on entry) by a kernel
+    /// tuned for small products; false when there is none for this type or machine (then the
+    /// caller uses `gemm_acc`).
+    fn small_product(
+        _a: &[Self],
+        _b: &[Self],
+        _y: &mut [Self],
+        _m: usize,
+        _k: usize,
+        _n: usize,
+    ) -> bool {
+        false
+    }
+}
+
+macro_rules! mat_float {
+    ($t:ty $(, $small:ident)?) => {
+        impl MatElem for $t {
+            $(
+            fn small_product(a: &[$t], b: &[$t], y: &mut [$t], m: usize, k: usize, n: usize) -> bool {
+                $small(a, b, y, m, k, n)
+            }
+            )?
+            fn gemm_acc(
+                alpha: f32,
+                a: ArrayView2<$t>,
+                b: ArrayView2<$t>,
+                y: &mut ArrayViewMut2<$t>,
+            ) {
+                // ndarray hands float products to matrixmultiply's blocked kernels.
+                general_mat_mul(alpha as $t, &a, &b, 1.0, y);
+            }
+        }
+    };
+}
+mat_float!(f32, small_sgemm);
+mat_float!(f64);
+
+macro_rules! mat_int {
+    ($t:ty) => {
+        impl MatElem for $t {
+            fn gemm_acc(
+                alpha: f32,
+                a: ArrayView2<$t>,
+                b: ArrayView2<$t>,
+                y: &mut ArrayViewMut2<$t>,
+            ) {
+                // i-k-j order: the inner loop runs along a row of b and a row of the accumulator.
+                let mut acc = vec![<$t>::ZERO; b.ncols()];
+                for (arow, mut yrow) in a.rows().into_iter().zip(y.rows_mut()) {
+                    acc.iter_mut().for_each(|v| *v = 0);
+                    for (&aik, brow) in arow.iter().zip(b.rows()) {
+                        for (s, &bkj) in acc.iter_mut().zip(brow.iter()) {
+                            *s = s.wadd(aik.wmul(bkj));
+                        }
+                    }
+                    for (yv, &s) in yrow.iter_mut().zip(&acc) {
+                        *yv = yv.wadd(s.scale(alpha));
+                    }
+                }
+            }
+        }
+    };
+}
+mat_int!(i32);
+mat_int!(i64);
+
+/// `a · b` in float32 for row-major `a` [m, k] and `b` [k, n], by the small-product kernel where
+/// it applies and matrixmultiply otherwise: for fused kernels (Attention's packed projection)
+/// that need the same product MatMul computes.
+pub(super) fn sgemm(a: ArrayView2<f32>, b: ArrayView2<f32>) -> Array2<f32> {
+    let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
+    let mut y = Array2::<f32>::zeros((m, n));
+    if let (Some(sa), Some(sb), Some(sy)) = (a.as_slice(), b.as_slice(), y.as_slice_mut()) {
+        if small_sgemm(sa, sb, sy, m, k, n) {
+            return y;
+        }
+    }
+    general_mat_mul(1.0, &a, &b, 0.0, &mut y);
+    y
+}
+
+/// Largest `m` the small-product kernel takes; above it matrixmultiply's packing pays off.
+#[cfg(any(target_arch = "x86_64", test))]
+const SMALL_M: usize = 64;
+
+/// `y = a · b` in float32 for few rows (transformer weights at small batch x seq), on x86-64
+/// with AVX2 and FMA: matrixmultiply packs both operands on every call, which at 8 rows costs
+/// more than the product. Elsewhere (and for larger `m`) it returns false.
+fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if m <= SMALL_M
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports the features `sgemm_avx2` is compiled for (checked just
+            // above); the function itself is safe code.
+            unsafe { sgemm_avx2(a, b, y, m, k, n) };
+            return true;
+        }
+    }
+    let _ = (a, b, y, m, k, n);
+    false
+}
+
+/// `sgemm_rows` compiled for AVX2 + FMA, so its fixed-width tiles become 256-bit FMAs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sgemm_avx2(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
+    sgemm_rows(a, b, y, m, k, n);
+}
+
+/// Row blocks of 4 (then single rows), each swept by `sgemm_cols`.
+#[cfg(any(target_arch = "x86_64", test))]
+#[inline(always)]
+fn sgemm_rows(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
+    let mut i = 0;
+    while i + 4 <= m {
+        sgemm_cols::<4>(a, b, y, i, k, n);
+        i += 4;
+    }
+    while i < m {
+        sgemm_cols::<1>(a, b, y, i, k, n);
+        i += 1;
+    }
+}
+
+/// Column tiles of 16, then 8, then single columns, for rows `i..i + R`.
+#[cfg(any(target_arch = "x86_64", test))]
+#[inline(always)]
+fn sgemm_cols<const R: usize>(a: &[f32], b: &[f32], y: &mut [f32], i: usize, k: usize, n: usize) {
+    let mut j = 0;
+    while j + 16 <= n {
+        sgemm_tile::<R, 16>(a, b, y, i, j, k, n);
+        j += 16;
+    }
+    while j + 8 <= n {
+        sgemm_tile::<R, 8>(a, b, y, i, j, k, n);
+        j += 8;
+    }
+    while j < n {
+        sgemm_tile::<R, 1>(a, b, y, i, j, k, n);
+        j += 1;
+    }
+}
+
+/// One R x W tile of `y`: R x W accumulators (registers), updated once per `k` from a
+/// contiguous run of W values of a row of `b` and one value of each of the R rows of `a`.
+#[cfg(any(target_arch = "x86_64", test))]
+#[inline(always)]
+fn sgemm_tile<const R: usize, const W: usize>(
+    a: &[f32],
+    b: &[f32],
+    y: &mut [f32],
+    i: usize,
+    j: usize,
+    k: usize,
+    n: usize,
+) {
+    let mut acc = [[0f32; W]; R];
+    for kk in 0..k {
+        let brow: &[f32; W] = b[kk * n + j..][..W].try_into().expect("W values");
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let av = a[(i + r) * k + kk];
+            for (s, &bv) in acc_r.iter_mut().zip(brow) {
+                *s = av.mul_add(bv, *s);
+            }
+        }
+    }
+    for (r, acc_r) in acc.iter().enumerate() {
+        y[(i + r) * n + j..][..W].copy_from_slice(acc_r);
+    }
+}
+
+pub fn matmul(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "MatMul";
+    let a = input(OP, inputs, 0)?;
+    let b = input(OP, inputs, 1)?;
+    Ok(vec![match (a, b) {
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(matmul_typed(ctx, a, b)?),
+        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(matmul_typed(ctx, a, b)?),
+        (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(matmul_typed(ctx, a, b)?),
+        (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(matmul_typed(ctx, a, b)?),
+        (a, b) if a.dtype() == b.dtype() => return Err(unsupported_type(OP, a.dtype())),
+        (a, b) => return Err(type_mismatch(OP, a.dtype(), b.dtype())),
+    }])
+}
+
+/// Row-major strides of `shape`, with 0 where a dim is 1 so that it broadcasts, right-aligned to
+/// a batch shape of rank `rank`.
+fn batch_strides(shape: &[usize], rank: usize) -> Vec<usize> {
+    let mut strides = vec![0; rank];
+    let mut s = 1;
+    for (i, &d) in shape.iter().enumerate().rev() {
+        let slot = rank - shape.len() + i;
+        strides[slot] = if d == 1 { 0 } else { s };
+        s *= d;
+    }
+    strides
+}
+
+fn matmul_typed<T: MatElem>(
+    ctx: &KernelCtx,
+    a: &ArrayD<T>,
+    b: &ArrayD<T>,
+) -> Result<ArrayD<T>, String> {
+    const OP: &str = "MatMul";
+    if a.ndim() == 0 || b.ndim() == 0 {
+        return Err(format!(
+            "{OP}: operands must have rank >= 1, got shapes {:?} and {:?}",
+            a.shape(),
+            b.shape()
+        ));
+    }
+    // numpy: a 1-D A is a row vector [1, K], a 1-D B a column vector [K, 1]; the added dim is
+    // dropped from the result.
+    let sa: Vec<usize> = if a.ndim() == 1 {
+        vec![1, a.len()]
+    } else {
+        a.shape().to_vec()
+    };
+    let sb: Vec<usize> = if b.ndim() == 1 {
+        vec![b.len(), 1]
+    } else {
+        b.shape().to_vec()
+    };
+    let (m, k) = (sa[sa.len() - 2], sa[sa.len() - 1]);
+    let (k2, n) = (sb[sb.len() - 2], sb[sb.len() - 1]);
+    if k != k2 {
+        return Err(format!(
+            "{OP}: inner dimensions differ: {:?} x {:?} ({k} vs {k2})",
+            a.shape(),
+            b.shape()
+        ));
+    }
+    let batch_a = &sa[..sa.len() - 2];
+    let batch_b = &sb[..sb.len() - 2];
+    let batch = broadcast_shape(OP, batch_a, batch_b)?;
+    let mut full = batch.clone();
+    full.extend([m, n]);
+    check_out(ctx, OP, &full, (std::mem::size_of::<T>() * 8) as u64)?;
+    let mut out_shape = batch.clone();
+    if a.ndim() > 1 {
+        out_shape.push(m);
+    }
+    if b.ndim() > 1 {
+        out_shape.push(n);
+    }
+    let count: usize = batch.iter().product();
+    let mut out = vec![T::ZERO; count * m * n];
+    if m * n > 0 && k > 0 {
+        let a = a.as_standard_layout();
+        let b = b.as_standard_layout();
+        let (da, db) = match (a.as_slice(), b.as_slice()) {
+            (Some(x), Some(y)) => (x, y),
+            _ => return Err(format!("{OP}: internal error: operand not contiguous")),
+        };
+        let stra = batch_strides(batch_a, batch.len());
+        let strb = batch_strides(batch_b, batch.len());
+        for (bi, chunk) in out.chunks_mut(m * n).enumerate() {
+            // Decompose the output batch index and map it into each operand's batch.
+            let (mut rem, mut oa, mut ob) = (bi, 0, 0);
+            for d in (0..batch.len()).rev() {
+                let idx = rem % batch[d];
+                rem /= batch[d];
+                oa += idx * stra[d];
+                ob += idx * strb[d];
+            }
+            let (sa, sb) = (
+                &da[oa * m * k..(oa + 1) * m * k],
+                &db[ob * k * n..(ob + 1) * k * n],
+            );
+            if T::small_product(sa, sb, chunk, m, k, n) {
+                continue;
+            }
+            let av = ArrayView2::from_shape((m, k), sa).map_err(|e| format!("{OP}: {e}"))?;
+            let bv = ArrayView2::from_shape((k, n), sb).map_err(|e| format!("{OP}: {e}"))?;
+            let mut yv =
+                ArrayViewMut2::from_shape((m, n), chunk).map_err(|e| format!("{OP}: {e}"))?;
+            T::gemm_acc(1.0, av, bv, &mut yv);
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(&out_shape), out).map_err(|e| format!("{OP}: {e}"))
+}
+
+/// Gemm: Y = alpha * A' * B' + beta * C with A', B' optionally transposed, C unidirectionally
+/// broadcast to [M, N].
+pub fn gemm(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    gemm_with(ctx, ctx.attrs::<Gemm>()?, inputs)
+}
+
+/// com.microsoft FusedGemm: Gemm (same inputs and attributes), then `activation` (Relu, Tanh or
+/// Sigmoid) on the product through that op's own kernel, so fused and unfused compute the same
+/// values. Float32, as in onnxruntime.
+pub fn fused_gemm(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "FusedGemm";
+    let f = ctx.attrs::<FusedGemm>()?;
+    let a = input(OP, inputs, 0)?;
+    if a.dtype() != DType::F32 {
+        return Err(unsupported_type(OP, a.dtype()));
+    }
+    let act: Kernel = match &f.activation {
+        Some(Ok(Activation::Relu)) => super::elementwise::relu,
+        Some(Ok(Activation::Tanh)) => super::elementwise::tanh,
+        Some(Ok(Activation::Sigmoid)) => super::elementwise::sigmoid,
+        other => {
+            let name = other.as_ref().and_then(|r| r.as_ref().err());
+            return Err(format!(
+                "{OP}: activation {name:?} is not supported (Relu, Tanh, Sigmoid)"
+            ));
+        }
+    };
+    let y = gemm_with(ctx, &f.gemm, inputs)?;
+    let y: Vec<Option<&Tensor>> = y.iter().map(Some).collect();
+    act(ctx, &y)
+}
+
+fn gemm_with(ctx: &KernelCtx, p: &Gemm, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "Gemm";
+    let a = input(OP, inputs, 0)?;
+    let b = input(OP, inputs, 1)?;
+    let c = opt_input(inputs, 2);
+    if a.dtype() != b.dtype() {
+        return Err(type_mismatch(OP, a.dtype(), b.dtype()));
+    }
+    if let Some(c) = c {
+        if c.dtype() != a.dtype() {
+            return Err(type_mismatch(OP, a.dtype(), c.dtype()));
+        }
+    }
+    Ok(vec![match (a, b, c) {
+        (Tensor::F32(a), Tensor::F32(b), c) => {
+            Tensor::F32(gemm_typed(ctx, p, a, b, c.and_then(Tensor::as_f32))?)
+        }
+        (Tensor::F64(a), Tensor::F64(b), c) => Tensor::F64(gemm_typed(
+            ctx,
+            p,
+            a,
+            b,
+            c.and_then(|t| match t {
+                Tensor::F64(x) => Some(x),
+                _ => None,
+            }),
+        )?),
+        (Tensor::I32(a), Tensor::I32(b), c) => Tensor::I32(gemm_typed(
+            ctx,
+            p,
+            a,
+            b,
+            c.and_then(|t| match t {
+                Tensor::I32(x) => Some(x),
+                _ => None,
+            }),
+        )?),
+        (Tensor::I64(a), Tensor::I64(b), c) => {
+            Tensor::I64(gemm_typed(ctx, p, a, b, c.and_then(Tensor::as_i64))?)
+        }
+        (a, _, _) => return Err(unsupported_type(OP, a.dtype())),
+    }])
+}
+
+fn as_2d<'a, T>(what: &str, a: &'a ArrayD<T>) -> Result<ArrayView2<'a, T>, String> {
+    a.view()
+        .into_dimensionality()
+        .map_err(|_| format!("Gemm: {what} must be 2-D, got shape {:?}", a.shape()))
+}
+
+fn gemm_typed<T: MatElem>(
+    ctx: &KernelCtx,
+    p: &Gemm,
+    a: &ArrayD<T>,
+    b: &ArrayD<T>,
+    c: Option<&ArrayD<T>>,
+) -> Result<ArrayD<T>, String> {
+    const OP: &str = "Gemm";
+    let mut av = as_2d("A", a)?;
+    let mut bv = as_2d("B", b)?;
+    if p.trans_a {
+        av = av.reversed_axes();
+    }
+    if p.trans_b {
+        bv = bv.reversed_axes();
+    }
+    let (m, k) = av.dim();
+    let (k2, n) = bv.dim();
+    if k != k2 {
+        return Err(format!(
+            "{OP}: inner dimensions differ: A' is [{m}, {k}], B' is [{k2}, {n}] \
+             (transA={}, transB={})",
+            p.trans_a as u8, p.trans_b as u8
+        ));
+    }
+    check_out(ctx, OP, &[m, n], (std::mem::size_of::<T>() * 8) as u64)?;
+    let mut y = Array2::from_elem((m, n), T::ZERO);
+    if let Some(c) = c {
+        check_unidirectional(OP, "C", c.shape(), &[m, n])?;
+    }
+    // The reference implementation skips C when beta is 0, so a NaN in C does not leak through.
+    if let Some(c) = c.filter(|_| p.beta != 0.0) {
+        let cv = c.broadcast(IxDyn(&[m, n])).ok_or_else(|| {
+            format!(
+                "{OP}: C of shape {:?} cannot be broadcast to [{m}, {n}]",
+                c.shape()
+            )
+        })?;
+        Zip::from(y.view_mut().into_dyn())
+            .and(&cv)
+            .for_each(|yv, &cv| *yv = cv.scale(p.beta));
+    }
+    if m * n > 0 && k > 0 {
+        T::gemm_acc(p.alpha, av, bv, &mut y.view_mut());
+    }
+    Ok(y.into_dyn())
+}
+
+#[cfg(test)]
+#[path = "matmul_tests.rs"]
+mod tests;

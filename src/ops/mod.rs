@@ -1,0 +1,271 @@
+//! The ops layer: one owner per operator.
+//!
+//! Each op is a Rust type holding its attributes, parsed and validated once per node for the
+//! opset version the model imports (`parse`), and implementing [`Op`]: type and shape inference,
+//! the reference kernel and, where it has one, the WebGPU lowering. The registry
+//! (`registry.rs`) is the only list of ops; inference, the reference executor, the WebGPU
+//! session, the CLI's "unsupported op" message and the docs' op table all read it.
+//!
+//! The IR stays free of op semantics: a node keeps its attribute records (so a save is
+//! byte-faithful) and a cache slot where `resolve` leaves the parsed op the first time anyone
+//! asks for it.
+
+use std::any::Any;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use crate::ir::{Node, TensorType};
+use crate::limits::Limits;
+use crate::tensor::Tensor;
+
+pub mod attrs;
+pub mod infer;
+pub mod lowering;
+pub mod registry;
+pub mod shape_value;
+pub mod wgsl;
+
+mod broadcast;
+mod common;
+mod fastmath;
+
+pub mod attention;
+pub mod cast;
+pub mod compare;
+pub mod concat;
+pub mod elementwise;
+pub mod embed;
+pub mod eyelike;
+pub mod fused_elementwise;
+pub mod gelu;
+pub mod index_ops;
+pub mod matmul;
+pub mod reduce;
+pub mod shape_ops;
+pub mod slice;
+pub mod transformer;
+
+pub use attrs::Attrs;
+pub use infer::InferCx;
+pub use lowering::{Info, Lowered, NodeCtx};
+pub use registry::{lookup, registry, OpDef};
+pub use shape_ops::{relabel, RelabelShape};
+
+/// What a kernel may read besides its inputs.
+pub struct KernelCtx<'a> {
+    pub node: &'a Node,
+    /// The node's parsed op (its typed attributes).
+    pub op: &'a dyn Op,
+    /// Opset version imported for the node's domain.
+    pub opset: i64,
+    pub limits: &'a Limits,
+}
+
+impl KernelCtx<'_> {
+    /// The node's typed attributes as the op type `T` that the kernel belongs to.
+    pub fn attrs<T: Op>(&self) -> Result<&T, String> {
+        downcast(self.op)
+    }
+}
+
+fn downcast<T: Op>(op: &dyn Op) -> Result<&T, String> {
+    let any: &dyn Any = op;
+    any.downcast_ref::<T>().ok_or_else(|| {
+        format!(
+            "internal: kernel for {} given a node parsed as {op:?}",
+            std::any::type_name::<T>()
+        )
+    })
+}
+
+/// Kernel errors are plain messages; the executor adds the node and op type.
+pub type KernelResult = Result<Vec<Tensor>, String>;
+
+/// A reference kernel. `inputs[i]` is `None` for an omitted optional input.
+pub type Kernel = fn(&KernelCtx, &[Option<&Tensor>]) -> KernelResult;
+
+/// One operator with its attributes parsed for one node: everything each layer needs to know.
+pub trait Op: Any + Debug + Send + Sync {
+    /// Output types and shapes, as far as they are statically known (unknown parts stay
+    /// `None`/`Dim::Unknown`; never wrong).
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType>;
+    /// The reference kernel (ndarray).
+    fn kernel(&self) -> Kernel;
+    /// The WebGPU lowering: shape-specialized WGSL dispatches, or an alias of input 0.
+    fn lower(&self, cx: &NodeCtx) -> Result<Lowered, String> {
+        Err(lowering::no_kernel(cx))
+    }
+    /// For ops whose output is input 0 relabelled (Reshape, Squeeze, ...): the output shape,
+    /// so the executor can move a tensor instead of copying it.
+    fn relabel(&self) -> Option<RelabelShape> {
+        None
+    }
+    /// True when every input must have the same element type (the spec's single `T`); `verify`
+    /// checks it.
+    fn same_type_inputs(&self) -> bool {
+        false
+    }
+    /// True when the output depends only on the inputs' shapes, not their data (Shape): the
+    /// WebGPU session computes such values once at prepare time.
+    fn reads_only_shapes(&self) -> bool {
+        false
+    }
+}
+
+/// Why a node has no usable op.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpError {
+    /// No registry entry for this (domain, op type) at this opset version.
+    Unsupported,
+    /// The entry exists but the node's attributes are wrong (the message names the attribute).
+    BadAttributes(String),
+}
+
+impl std::fmt::Display for OpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpError::Unsupported => f.write_str("the op is not in the registry at this opset"),
+            OpError::BadAttributes(m) => f.write_str(m),
+        }
+    }
+}
+
+type Parsed = Result<Box<dyn Op>, OpError>;
+
+/// A node's parsed op: borrowed from the node's cache, or parsed afresh when the cache holds
+/// another opset version's parse.
+pub enum OpRef<'a> {
+    Cached(&'a dyn Op),
+    Fresh(Box<dyn Op>),
+}
+
+impl std::ops::Deref for OpRef<'_> {
+    type Target = dyn Op;
+    fn deref(&self) -> &(dyn Op + 'static) {
+        match self {
+            OpRef::Cached(op) => *op,
+            OpRef::Fresh(op) => op.as_ref(),
+        }
+    }
+}
+
+impl<'a> OpRef<'a> {
+    /// The typed attributes as `T`, if the node is that op.
+    pub fn get<T: Op>(&self) -> Option<&T> {
+        let any: &dyn Any = &**self;
+        any.downcast_ref::<T>()
+    }
+}
+
+fn parse(node: &Node, opset: i64) -> Parsed {
+    let def = lookup(&node.domain, &node.op_type, opset).ok_or(OpError::Unsupported)?;
+    (def.parse)(&Attrs::new(node, opset)).map_err(OpError::BadAttributes)
+}
+
+/// The node's op at `opset` (the version the model imports for the node's domain), parsed on
+/// first use and cached in the node.
+pub fn resolve(node: &Node, opset: i64) -> Result<OpRef<'_>, OpError> {
+    let cached = node
+        .parsed
+        .get_or_init(opset, || Arc::new(parse(node, opset)));
+    match cached.and_then(|a| a.downcast_ref::<Parsed>()) {
+        Some(Ok(op)) => Ok(OpRef::Cached(op.as_ref())),
+        Some(Err(e)) => Err(e.clone()),
+        None => parse(node, opset).map(OpRef::Fresh),
+    }
+}
+
+/// The typed attributes of `node` if it is the op `T` (at the model's opset for its domain).
+pub fn attrs_of<'a, T: Op>(model: &crate::ir::Model, node: &'a Node) -> Option<&'a T> {
+    let opset = model.opset(&node.domain).unwrap_or(1);
+    match resolve(node, opset).ok()? {
+        OpRef::Cached(op) => {
+            let any: &dyn Any = op;
+            any.downcast_ref::<T>()
+        }
+        // A fresh parse cannot be borrowed past this call; the cache holds another opset's
+        // parse only between a domain's opset change and the next `Graph::reset_parsed`.
+        OpRef::Fresh(_) => None,
+    }
+}
+
+/// Runs `node`'s reference kernel on `inputs` (constant folding, static evaluation).
+pub fn evaluate(
+    node: &Node,
+    opset: i64,
+    limits: &Limits,
+    inputs: &[Option<&Tensor>],
+) -> Result<KernelResult, OpError> {
+    let op = resolve(node, opset)?;
+    let ctx = KernelCtx {
+        node,
+        op: &*op,
+        opset,
+        limits,
+    };
+    Ok((op.kernel())(&ctx, inputs))
+}
+
+/// Declares attribute-less op types: a unit struct each, whose parse accepts the node as is.
+macro_rules! plain_ops {
+    ($($(#[$m:meta])* $name:ident),* $(,)?) => {
+        $(
+            $(#[$m])*
+            #[derive(Debug)]
+            pub struct $name;
+            impl $name {
+                pub fn parse(_: &$crate::ops::Attrs) -> Result<Box<dyn $crate::ops::Op>, String> {
+                    Ok(Box::new($name))
+                }
+            }
+        )*
+    };
+}
+pub(crate) use plain_ops;
+
+/// Parses every node whose op the registry knows: a bad attribute is an error naming the node
+/// and the attribute. (Unknown ops are not errors here: they only cannot run.)
+pub fn check_attributes(model: &crate::ir::Model) -> crate::Result<()> {
+    let g = &model.graph;
+    for id in g.node_ids() {
+        let node = g.node(id);
+        let opset = model.opset(&node.domain).unwrap_or(1);
+        if let Err(OpError::BadAttributes(m)) = resolve(node, opset) {
+            return Err(crate::Error::invalid(format!(
+                "{} node '{}': {m}",
+                node.op_type,
+                node.label(id)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `ir::verify::verify_structure`, then the type checks that need op semantics: same-type ops
+/// fed different element types, and outputs declared with a type other than their op computes.
+pub fn verify(model: &crate::ir::Model) -> crate::Result<()> {
+    crate::ir::verify::verify_structure(model)?;
+    infer::check_types(model)
+}
+
+/// The node's parse for whichever opset it was resolved at, or (never resolved) a fresh parse at
+/// the newest version. For graph walks that have no model at hand (`shape_value`); the
+/// attributes they read mean the same in every version the registry covers.
+pub fn parse_any_version(node: &Node) -> Option<OpRef<'_>> {
+    match node.parsed.peek().and_then(|a| a.downcast_ref::<Parsed>()) {
+        Some(Ok(op)) => Some(OpRef::Cached(op.as_ref())),
+        Some(Err(_)) => None,
+        None => parse(node, i64::MAX).ok().map(OpRef::Fresh),
+    }
+}
+
+/// The op as an "unsupported op" message names it: its type, plus the version story when the
+/// registry covers it at other opset versions only (e.g. `Reshape-4 (covered from opset 5)`).
+pub fn describe(node: &Node, opset: i64) -> String {
+    match registry::first_version(&node.domain, &node.op_type) {
+        Some(first) if first > opset => {
+            format!("{}-{opset} (covered from opset {first})", node.op_type)
+        }
+        _ => node.op_type.clone(),
+    }
+}

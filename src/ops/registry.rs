@@ -1,0 +1,225 @@
+//! The one list of ops. An entry covers its op from opset version `since` up to the next entry
+//! for the same op (or the newest version). Adding an op: its file, plus one line here.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use super::{
+    attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise, gelu,
+    index_ops, matmul, reduce, shape_ops, slice, transformer, Attrs, Op,
+};
+use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
+
+/// Parses a node's attribute records into its op (errors name the attribute at fault).
+pub type Parse = fn(&Attrs) -> Result<Box<dyn Op>, String>;
+
+pub struct OpDef {
+    /// "" is the default ai.onnx domain.
+    pub domain: &'static str,
+    pub op_type: &'static str,
+    /// First opset version of the domain this entry covers.
+    pub since: i64,
+    pub parse: Parse,
+    /// The file under src/ops/ that owns the op.
+    pub family: &'static str,
+}
+
+/// One entry: `op!(domain, "OpType", since, family::Type)`.
+macro_rules! op {
+    ($domain:expr, $op:literal, $since:literal, $family:ident :: $ty:ident) => {
+        OpDef {
+            domain: $domain,
+            op_type: $op,
+            since: $since,
+            parse: $family::$ty::parse,
+            family: stringify!($family),
+        }
+    };
+}
+
+const ONNX: &str = "";
+const FL: &str = FUSELAB_DOMAIN;
+const MS: &str = MS_DOMAIN;
+
+#[rustfmt::skip]
+static OPS: &[OpDef] = &[
+    // ai.onnx: elementwise math (elementwise.rs)
+    op!(ONNX, "Abs", 1, elementwise::Abs),
+    op!(ONNX, "Add", 1, elementwise::Add),
+    op!(ONNX, "Div", 1, elementwise::Div),
+    op!(ONNX, "Erf", 9, elementwise::Erf),
+    op!(ONNX, "Exp", 1, elementwise::Exp),
+    op!(ONNX, "Log", 1, elementwise::Log),
+    op!(ONNX, "Mul", 1, elementwise::Mul),
+    op!(ONNX, "Neg", 1, elementwise::Neg),
+    op!(ONNX, "Pow", 1, elementwise::Pow),
+    op!(ONNX, "Relu", 1, elementwise::Relu),
+    op!(ONNX, "Sigmoid", 1, elementwise::Sigmoid),
+    op!(ONNX, "Sqrt", 1, elementwise::Sqrt),
+    op!(ONNX, "Sub", 1, elementwise::Sub),
+    op!(ONNX, "Tanh", 1, elementwise::Tanh),
+    // ai.onnx: comparisons, logic, Where (compare.rs)
+    op!(ONNX, "And", 1, compare::And),
+    op!(ONNX, "Equal", 1, compare::Equal),
+    op!(ONNX, "Greater", 1, compare::Greater),
+    op!(ONNX, "GreaterOrEqual", 12, compare::GreaterOrEqual),
+    op!(ONNX, "Less", 1, compare::Less),
+    op!(ONNX, "LessOrEqual", 12, compare::LessOrEqual),
+    op!(ONNX, "Not", 1, compare::Not),
+    op!(ONNX, "Or", 1, compare::Or),
+    op!(ONNX, "Where", 9, compare::Where),
+    op!(ONNX, "Xor", 1, compare::Xor),
+    // ai.onnx: data movement (shape_ops.rs; Cast and Constant: cast.rs)
+    op!(ONNX, "Cast", 6, cast::Cast),
+    op!(ONNX, "Concat", 1, concat::Concat),
+    op!(ONNX, "Constant", 1, cast::Constant),
+    op!(ONNX, "Identity", 1, shape_ops::Identity),
+    op!(ONNX, "Reshape", 5, shape_ops::Reshape),
+    op!(ONNX, "Shape", 1, shape_ops::Shape),
+    op!(ONNX, "Squeeze", 1, shape_ops::Squeeze),
+    op!(ONNX, "Transpose", 1, shape_ops::Transpose),
+    op!(ONNX, "Unsqueeze", 1, shape_ops::Unsqueeze),
+    // ai.onnx: indexing and generators (index_ops.rs)
+    op!(ONNX, "ConstantOfShape", 9, index_ops::ConstantOfShape),
+    op!(ONNX, "Expand", 8, index_ops::Expand),
+    op!(ONNX, "Flatten", 1, index_ops::Flatten),
+    op!(ONNX, "Gather", 1, index_ops::Gather),
+    op!(ONNX, "Range", 11, index_ops::Range),
+    op!(ONNX, "Slice", 1, slice::Slice),
+    op!(ONNX, "Split", 1, slice::Split),
+    op!(ONNX, "Trilu", 14, index_ops::Trilu),
+    // ai.onnx: EyeLike, and fuselab's AddEyeLike (eyelike.rs)
+    op!(ONNX, "EyeLike", 9, eyelike::EyeLike),
+    op!(FL, "AddEyeLike", 1, eyelike::AddEyeLike),
+    // matrix products (matmul.rs)
+    op!(ONNX, "Gemm", 1, matmul::Gemm),
+    op!(ONNX, "MatMul", 1, matmul::MatMul),
+    op!(MS, "FusedGemm", 1, matmul::FusedGemm),
+    // reductions and Softmax (reduce.rs)
+    op!(ONNX, "ReduceMean", 1, reduce::ReduceMean),
+    op!(ONNX, "ReduceSum", 1, reduce::ReduceSum),
+    op!(ONNX, "Softmax", 1, reduce::Softmax),
+    // normalization and GELU (transformer.rs)
+    op!(ONNX, "LayerNormalization", 17, transformer::LayerNormalization),
+    op!(MS, "SkipLayerNormalization", 1, transformer::SkipLayerNormalization),
+    op!(MS, "Gelu", 1, gelu::Gelu),
+    op!(MS, "FastGelu", 1, gelu::FastGelu),
+    op!(MS, "BiasGelu", 1, gelu::BiasGelu),
+    // attention blocks (embed.rs, attention.rs)
+    op!(MS, "EmbedLayerNormalization", 1, embed::EmbedLayerNormalization),
+    op!(MS, "Attention", 1, attention::Attention),
+    // fuselab's generated elementwise chains (fused_elementwise.rs)
+    op!(FL, "FusedElementwise", 1, fused_elementwise::FusedElementwise),
+];
+
+/// Every entry, in the order above.
+pub fn registry() -> &'static [OpDef] {
+    OPS
+}
+
+fn index() -> &'static HashMap<(&'static str, &'static str), Vec<&'static OpDef>> {
+    static INDEX: OnceLock<HashMap<(&str, &str), Vec<&OpDef>>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut m: HashMap<(&str, &str), Vec<&OpDef>> = HashMap::new();
+        for d in OPS {
+            m.entry((d.domain, d.op_type)).or_default().push(d);
+        }
+        for v in m.values_mut() {
+            v.sort_by_key(|d| d.since);
+        }
+        m
+    })
+}
+
+/// The entry for `op_type` in `domain` at `opset`: the one with the largest `since` not above it.
+pub fn lookup(domain: &str, op_type: &str, opset: i64) -> Option<&'static OpDef> {
+    let entries = index().get(&(canonical_domain(domain), op_type))?;
+    entries.iter().rev().find(|d| d.since <= opset).copied()
+}
+
+/// docs/ops.md: every registry entry as a Markdown table (`fuselab ops --markdown` prints it; a
+/// test keeps the committed file equal to it).
+pub fn markdown_table() -> String {
+    let mut out = String::from(
+        "# Supported operators\n\n\
+         Generated from `src/ops/registry.rs` by `fuselab ops --markdown` (a test fails when this \
+         file and the registry differ). An entry covers its op from `since` to the newest opset \
+         version, or to the next entry of the same op. Each op's attributes, defaults and version \
+         differences are in the table at the top of its file.\n\n\
+         | domain | op | since | file |\n|---|---|---:|---|\n",
+    );
+    for d in OPS {
+        out.push_str(&format!(
+            "| {} | {} | {} | `src/ops/{}.rs` |\n",
+            crate::ir::model::display_domain(d.domain),
+            d.op_type,
+            d.since,
+            d.family
+        ));
+    }
+    out
+}
+
+/// The lowest opset version any entry covers `op_type` at, if the registry knows it at all.
+pub fn first_version(domain: &str, op_type: &str) -> Option<i64> {
+    index()
+        .get(&(canonical_domain(domain), op_type))
+        .and_then(|v| v.first())
+        .map(|d| d.since)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_entry_per_op_and_version() {
+        for (i, a) in OPS.iter().enumerate() {
+            for b in &OPS[i + 1..] {
+                assert!(
+                    (a.domain, a.op_type, a.since) != (b.domain, b.op_type, b.since),
+                    "{}:{} since {} is listed twice",
+                    a.domain,
+                    a.op_type,
+                    a.since
+                );
+            }
+        }
+        assert_eq!(OPS.len(), 57);
+    }
+
+    #[test]
+    fn docs_op_table_is_the_registry() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/ops.md");
+        let want = markdown_table();
+        if std::env::var_os("FUSELAB_BLESS").is_some() {
+            std::fs::write(path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/ops.md differs from the registry: run `FUSELAB_BLESS=1 cargo test --lib \
+             docs_op_table` (or `fuselab ops --markdown > docs/ops.md`)"
+        );
+        assert!(
+            want.contains("| ai.onnx | Add | 1 | `src/ops/elementwise.rs` |"),
+            "{want}"
+        );
+    }
+
+    #[test]
+    fn lookup_respects_domain_and_version() {
+        assert!(lookup("ai.onnx", "Add", 13).is_some());
+        assert!(lookup(FL, "AddEyeLike", 1).is_some());
+        assert!(lookup("", "AddEyeLike", 13).is_none());
+        assert!(lookup("com.example", "Add", 13).is_none());
+        assert!(lookup("", "Conv", 13).is_none());
+        assert!(lookup("", "SkipLayerNormalization", 17).is_none());
+        assert!(lookup(MS, "SkipLayerNormalization", 1).is_some());
+        // LayerNormalization entered ai.onnx at 17; Reshape took its shape as an input from 5.
+        assert!(lookup("", "LayerNormalization", 16).is_none());
+        assert!(lookup("", "LayerNormalization", 17).is_some());
+        assert!(lookup("", "Reshape", 4).is_none());
+        assert_eq!(first_version("", "Reshape"), Some(5));
+    }
+}

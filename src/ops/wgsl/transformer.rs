@@ -1,0 +1,271 @@
+//! Transformer-block kernels: layer norms (plain and with skip/bias), the attention core
+//! (scores, masks, softmax and context in one dispatch), and EmbedLayerNormalization.
+
+use super::*;
+/// What a layer norm reads besides its input: the row sum is `x + skip + bias` when those are
+/// set (SkipLayerNormalization), and it may write that sum out (`input_skip_bias_sum`).
+pub struct LayerNorm {
+    pub rows: usize,
+    pub len: usize,
+    pub epsilon: f32,
+    /// Elements of the skip input: it repeats every `skip_len` elements (a multiple of `len`).
+    pub skip_len: Option<usize>,
+    /// Which of (mean, inv_std_dev, sum) outputs are written, as output positions.
+    pub mean_out: Option<usize>,
+    pub inv_std_out: Option<usize>,
+    pub sum_out: Option<usize>,
+    /// Positions of the node inputs: x, gamma, beta, skip, bias.
+    pub x_in: usize,
+    pub gamma_in: usize,
+    pub beta_in: Option<usize>,
+    pub skip_in: Option<usize>,
+    pub bias_in: Option<usize>,
+}
+
+pub fn layer_norm(p: &LayerNorm) -> Result<Dispatch, String> {
+    let mut reads = vec![Bind::In(p.x_in), Bind::In(p.gamma_in)];
+    let mut names = vec!["x", "gamma"];
+    if let Some(b) = p.beta_in {
+        reads.push(Bind::In(b));
+        names.push("beta");
+    }
+    if let Some(sk) = p.skip_in {
+        reads.push(Bind::In(sk));
+        names.push("skip");
+    }
+    if let Some(b) = p.bias_in {
+        reads.push(Bind::In(b));
+        names.push("bias");
+    }
+    let mut writes = vec![Bind::Out(0)];
+    let mut wnames = vec!["y"];
+    for (o, name) in [
+        (p.mean_out, "mean"),
+        (p.inv_std_out, "inv_std"),
+        (p.sum_out, "sum"),
+    ] {
+        if let Some(o) = o {
+            writes.push(Bind::Out(o));
+            wnames.push(name);
+        }
+    }
+    let mut s = String::new();
+    bindings(
+        &mut s,
+        &vec![Ty::F32; reads.len()],
+        &vec![Ty::F32; writes.len()],
+    );
+    // Readable aliases for the numbered bindings.
+    let alias = |name: &str, list: &[&str], prefix: &str| -> Option<String> {
+        list.iter()
+            .position(|n| *n == name)
+            .map(|i| format!("{prefix}{i}"))
+    };
+    let x = alias("x", &names, "in").expect("x");
+    let gamma = alias("gamma", &names, "in").expect("gamma");
+    reduce_fn(&mut s);
+    let len = p.len;
+    let groups = row_kernel(&mut s, p.rows);
+    let mut val = format!("{x}[base + j]");
+    if let (Some(skip), Some(skip_len)) = (alias("skip", &names, "in"), p.skip_len) {
+        val = format!("{val} + {skip}[(base % {skip_len}u) + j]");
+    }
+    if let Some(bias) = alias("bias", &names, "in") {
+        val = format!("{val} + {bias}[j]");
+    }
+    let _ = writeln!(
+        s,
+        "  let base = r * {len}u;\n  var t = 0.0;\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ t = t + ({val}); }}\n  let mean = wg_sum(t, l) / {lenf};\n  var v = 0.0;\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ let d = ({val}) - mean; v = v + d * d; }}\n  let inv = 1.0 / sqrt(wg_sum(v, l) / {lenf} + {eps});",
+        lenf = lit(len.max(1) as f32)?,
+        eps = lit(p.epsilon)?
+    );
+    let beta = alias("beta", &names, "in")
+        .map(|b| format!(" + {b}[j]"))
+        .unwrap_or_default();
+    let mut body = format!("let s = {val}; out0[base + j] = (s - mean) * inv * {gamma}[j]{beta};");
+    if let Some(o) = alias("sum", &wnames, "out") {
+        let _ = write!(body, " {o}[base + j] = s;");
+    }
+    let _ = writeln!(
+        s,
+        "  for (var j = l; j < {len}u; j = j + {WG}u) {{ {body} }}"
+    );
+    if let Some(o) = alias("mean", &wnames, "out") {
+        let _ = writeln!(s, "  if (l == 0u) {{ {o}[r] = mean; }}");
+    }
+    if let Some(o) = alias("inv_std", &wnames, "out") {
+        let _ = writeln!(s, "  if (l == 0u) {{ {o}[r] = inv; }}");
+    }
+    s.push_str("}\n");
+    Ok(Dispatch {
+        wgsl: s,
+        groups,
+        reads,
+        writes,
+    })
+}
+
+/// Gather along `axis`: out = data[..axis] ++ indices.shape ++ data[axis+1..]. Indices are
+/// i32; negative ones count from the end; out-of-range ones are clamped (a GPU kernel cannot
+/// fail; the reference backend reports them).
+
+/// Attention's second pass: one workgroup per (batch, head, query) over the packed [B·S, 3H]
+/// projection in `in0`: scores for every key into workgroup memory (scaled, then the padding
+/// mask `in1` [B, S] (int32, key kept where > 0) adds `filter` and causal later keys add the
+/// lowest float, as the reference kernel does), softmax, and the weighted sum of V rows.
+pub struct AttentionCore {
+    pub batch: usize,
+    pub seq: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+    pub filter: f32,
+    pub causal: bool,
+    pub masked: bool,
+}
+
+/// Longest sequence the attention kernel keeps a score row of in workgroup memory.
+pub const MAX_ATTENTION_SEQ: usize = 2048;
+
+pub fn attention_core(p: &AttentionCore) -> Result<Dispatch, String> {
+    let (s, d, h) = (p.seq, p.head_dim, p.heads * p.head_dim);
+    if s > MAX_ATTENTION_SEQ {
+        return Err(format!(
+            "sequence {s} is longer than the webgpu attention kernel's {MAX_ATTENTION_SEQ}"
+        ));
+    }
+    let mut src = String::new();
+    let reads = if p.masked {
+        vec![Ty::F32, Ty::I32]
+    } else {
+        vec![Ty::F32]
+    };
+    bindings(&mut src, &reads, &[Ty::F32]);
+    reduce_fn(&mut src);
+    let _ = writeln!(src, "var<workgroup> sc: array<f32, {}>;", s.max(1));
+    let groups = row_kernel(&mut src, p.batch * p.heads * s);
+    // A later key (causal) gets the lowest float added, padded or not; otherwise a padded key
+    // gets the filter (the reference kernel's rule: one additive mask value per score).
+    let pad = if p.masked {
+        format!("in1[b * {s}u + j] <= 0")
+    } else {
+        "false".into()
+    };
+    let later = if p.causal { "j > q" } else { "false" };
+    let mask = format!(
+        "    if ({later}) {{ x = x + -3.4028234663852886e38; }} else if ({pad}) {{ x = x + {}; }}\n",
+        lit(p.filter)?
+    );
+    let _ = writeln!(
+        src,
+        "  let q = r % {s}u;\n  let hd = (r / {s}u) % {heads}u;\n  let b = r / ({s}u * {heads}u);\n  let qrow = (b * {s}u + q) * {w}u + hd * {d}u;\n  var m = -3.4028234663852886e38;\n  for (var j = l; j < {s}u; j = j + {WG}u) {{\n    let krow = (b * {s}u + j) * {w}u + {h}u + hd * {d}u;\n    var x = 0.0;\n    for (var t = 0u; t < {d}u; t = t + 1u) {{ x = x + in0[qrow + t] * in0[krow + t]; }}\n    x = x * {scale};\n{mask}    sc[j] = x;\n    m = max(m, x);\n  }}\n  m = wg_max(m, l);\n  var total = 0.0;\n  for (var j = l; j < {s}u; j = j + {WG}u) {{ let e = exp(sc[j] - m); sc[j] = e; total = total + e; }}\n  total = wg_sum(total, l);\n  for (var t = l; t < {d}u; t = t + {WG}u) {{\n    var acc = 0.0;\n    for (var j = 0u; j < {s}u; j = j + 1u) {{ acc = acc + sc[j] * in0[(b * {s}u + j) * {w}u + {h2}u + hd * {d}u + t]; }}\n    out0[(b * {s}u + q) * {h}u + hd * {d}u + t] = acc / total;\n  }}\n}}",
+        heads = p.heads,
+        w = 3 * h,
+        h2 = 2 * h,
+        scale = lit(p.scale)?,
+    );
+    let mut r = vec![Bind::Scratch(0)];
+    if p.masked {
+        r.push(Bind::In(3));
+    }
+    Ok(Dispatch {
+        wgsl: src,
+        groups,
+        reads: r,
+        writes: vec![Bind::Out(0)],
+    })
+}
+
+/// EmbedLayerNormalization, one workgroup per token: word + position (+ segment) rows summed,
+/// then normalized. Ids are bound-clamped (the reference backend reports bad ids). Inputs by
+/// node position: 0 ids, 1 segment ids?, 2 word, 3 position, 4 segment?, 5 gamma, 6 beta,
+/// 8 position_ids?.
+pub struct Embed {
+    pub batch: usize,
+    pub seq: usize,
+    pub hidden: usize,
+    pub words: usize,
+    pub positions: usize,
+    /// Rows of the segment table, when segments are given.
+    pub segments: Option<usize>,
+    /// Rows of position_ids ([1, S] or [B, S]), when given.
+    pub position_rows: Option<usize>,
+    pub epsilon: f32,
+    pub sum_out: bool,
+}
+
+pub fn embed_layer_norm(p: &Embed) -> Result<Dispatch, String> {
+    let mut reads = vec![Bind::In(0)];
+    let mut tys = vec![Ty::I32];
+    let idx = |b: Bind, t: Ty, reads: &mut Vec<Bind>, tys: &mut Vec<Ty>| {
+        reads.push(b);
+        tys.push(t);
+        reads.len() - 1
+    };
+    let seg_ids = p
+        .segments
+        .map(|_| idx(Bind::In(1), Ty::I32, &mut reads, &mut tys));
+    let word = idx(Bind::In(2), Ty::F32, &mut reads, &mut tys);
+    let pos = idx(Bind::In(3), Ty::F32, &mut reads, &mut tys);
+    let seg = p
+        .segments
+        .map(|_| idx(Bind::In(4), Ty::F32, &mut reads, &mut tys));
+    let gamma = idx(Bind::In(5), Ty::F32, &mut reads, &mut tys);
+    let beta = idx(Bind::In(6), Ty::F32, &mut reads, &mut tys);
+    let pos_ids = p
+        .position_rows
+        .map(|_| idx(Bind::In(8), Ty::I32, &mut reads, &mut tys));
+    let mut writes = vec![Bind::Out(0)];
+    if p.sum_out {
+        writes.push(Bind::Out(2));
+    }
+    let mut s = String::new();
+    bindings(&mut s, &tys, &vec![Ty::F32; writes.len()]);
+    reduce_fn(&mut s);
+    let (seq, hid) = (p.seq, p.hidden);
+    let groups = row_kernel(&mut s, p.batch * seq);
+    let clampi = |e: String, n: usize| format!("u32(clamp({e}, 0i, {}i))", n.saturating_sub(1));
+    let _ = writeln!(
+        s,
+        "  let b = r / {seq}u;\n  let t = r % {seq}u;\n  let wrow = {} * {hid}u;",
+        clampi("in0[r]".into(), p.words)
+    );
+    let prow = match (pos_ids, p.position_rows) {
+        (Some(k), Some(rows)) => {
+            let at = if rows == 1 {
+                "t".to_string()
+            } else {
+                "r".to_string()
+            };
+            clampi(format!("in{k}[{at}]"), p.positions)
+        }
+        _ => clampi("i32(t)".into(), p.positions),
+    };
+    let _ = writeln!(s, "  let prow = {prow} * {hid}u;");
+    let mut val = format!("in{word}[wrow + j] + in{pos}[prow + j]");
+    if let (Some(si), Some(st), Some(n)) = (seg_ids, seg, p.segments) {
+        let _ = writeln!(
+            s,
+            "  let srow = {} * {hid}u;",
+            clampi(format!("in{si}[r]"), n)
+        );
+        val = format!("{val} + in{st}[srow + j]");
+    }
+    let sum = if p.sum_out {
+        " out1[r * {hid}u + j] = v;".replace("{hid}", &hid.to_string())
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        s,
+        "  var tot = 0.0;\n  for (var j = l; j < {hid}u; j = j + {WG}u) {{ tot = tot + ({val}); }}\n  let mean = wg_sum(tot, l) / {hf};\n  var var_ = 0.0;\n  for (var j = l; j < {hid}u; j = j + {WG}u) {{ let dd = ({val}) - mean; var_ = var_ + dd * dd; }}\n  let inv = 1.0 / sqrt(wg_sum(var_, l) / {hf} + {eps});\n  for (var j = l; j < {hid}u; j = j + {WG}u) {{ let v = {val}; out0[r * {hid}u + j] = (v - mean) * inv * in{gamma}[j] + in{beta}[j];{sum} }}\n}}",
+        hf = lit(hid.max(1) as f32)?,
+        eps = lit(p.epsilon)?,
+    );
+    Ok(Dispatch {
+        wgsl: s,
+        groups,
+        reads,
+        writes,
+    })
+}
