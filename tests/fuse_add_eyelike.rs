@@ -1,4 +1,4 @@
-//! AddEyeLike: fires exactly where FUSIONS.md allows, never elsewhere, with exact parity.
+//! AddEyeLike: fires exactly where docs/fused-ops.md allows, never elsewhere, with exact parity.
 
 mod common;
 
