@@ -2,8 +2,9 @@
 //! broadcasting and sizes that are not multiples of the workgroup), and whole models.
 //!
 //! Its own harness (`harness = false` in Cargo.toml): a machine without a GPU adapter reports
-//! every case as skipped, with the reason, instead of passing it. Natively this runs on Mesa's
-//! lavapipe (`mesa-vulkan-drivers`), a CPU Vulkan. `cargo test --test webgpu [FILTER]`.
+//! every case as skipped, with the reason, instead of passing it; with `FUSELAB_REQUIRE_GPU=1`
+//! (scripts/test.sh sets it) no adapter is a failure (exit 1) instead. Natively this runs on
+//! Mesa's lavapipe (`mesa-vulkan-drivers`), a CPU Vulkan. `cargo test --test webgpu [FILTER]`.
 
 mod common;
 
@@ -731,6 +732,13 @@ const CASES: &[Case] = &[
     ),
 ];
 
+/// Set to `1` (scripts/test.sh does), no GPU adapter fails the run instead of skipping it.
+const REQUIRE_GPU: &str = "FUSELAB_REQUIRE_GPU";
+
+fn gpu_required() -> bool {
+    std::env::var(REQUIRE_GPU).is_ok_and(|v| v == "1")
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -743,6 +751,15 @@ fn main() {
     println!("\nrunning {} tests", cases.len());
     let gpu = match pollster::block_on(Gpu::new()) {
         Ok(g) => g,
+        Err(e) if gpu_required() => {
+            eprintln!(
+                "error: {REQUIRE_GPU}=1 but there is no GPU adapter ({e}); the {} WebGPU tests \
+                 did not run. Install a Vulkan driver (Mesa's lavapipe: mesa-vulkan-drivers, \
+                 scripts/setup.sh does) or unset {REQUIRE_GPU} to let them skip",
+                cases.len()
+            );
+            std::process::exit(1);
+        }
         Err(e) => {
             for (name, _) in &cases {
                 println!("test {name} ... skipped ({e})");
