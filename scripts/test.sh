@@ -36,7 +36,7 @@ step "pytest (onnx.checker + onnxruntime as the client)"
 FUSELAB_BIN="$PWD/target/release/fuselab" .venv/bin/python -m pytest -q -rxs tests/python
 step "npm package and demo site (wasm-bindgen --target web, wasm-opt, esbuild -> www/dist)"
 npm run build
-step "wasm size budget (<= 1.5 MB raw, <= 500 KB gzipped)"
+step "wasm size budget (scripts/check_wasm_size.sh)"
 bash scripts/check_wasm_size.sh
 step "page end to end (playwright-core + Debian chromium)"
 FUSELAB_BIN="$PWD/target/release/fuselab" npm run test:e2e
