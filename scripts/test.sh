@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every check fuselab has: format, lints, native and wasm builds, Rust tests (unit, integration,
-# ONNX conformance), the Python client suite against onnxruntime, and the page and npm package
-# tests in headless Chromium. Run scripts/setup.sh first
-# (.ci/run does both).
+# ONNX conformance), the Python client suite against onnxruntime, the wasm size budget, and the
+# page and npm package tests in headless Chromium. Run scripts/setup.sh first (.ci/run does both).
+# No check may pass by not running: no GPU adapter fails the WebGPU tests (FUSELAB_REQUIRE_GPU),
+# and pytest lists its skips and xfails (-rxs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,15 +23,21 @@ step "wasm API tests (wasm-bindgen-test-runner, headless Chromium via chromium-d
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test --target wasm32-unknown-unknown --test wasm
 step "cargo test"
+# The WebGPU tests (tests/webgpu.rs) skip on a machine without a GPU adapter; here that is a
+# failure: setup.sh installs lavapipe, so a missing adapter means a broken setup.
+export FUSELAB_REQUIRE_GPU=1
 cargo test
 step "ONNX conformance summary (per case: target/onnx-node-results.tsv)"
 cargo test -q --test onnx_conformance -- --nocapture 2>&1 | grep -E '^(conformance|per-case)'
 step "release CLI for the Python client tests"
 cargo build --release --bin fuselab
 step "pytest (onnx.checker + onnxruntime as the client)"
-FUSELAB_BIN="$PWD/target/release/fuselab" .venv/bin/python -m pytest -q tests/python
+# -rxs lists every skip and xfail with its reason.
+FUSELAB_BIN="$PWD/target/release/fuselab" .venv/bin/python -m pytest -q -rxs tests/python
 step "npm package and demo site (wasm-bindgen --target web, wasm-opt, esbuild -> www/dist)"
 npm run build
+step "wasm size budget (scripts/check_wasm_size.sh)"
+bash scripts/check_wasm_size.sh
 step "page end to end (playwright-core + Debian chromium)"
 FUSELAB_BIN="$PWD/target/release/fuselab" npm run test:e2e
 step "npm package: pack contents, TypeScript consumer, README example (Vite and plain module)"

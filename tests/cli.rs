@@ -5,6 +5,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use ndarray::Array2;
+use ndarray_npy::read_npy;
+
 fn fuselab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fuselab"))
         .args(args)
@@ -104,7 +107,15 @@ fn optimize_then_run_gives_the_same_outputs() {
     let out_c = d.join("c");
     let spec = format!("X={}", out_a.join("Y.npy").display());
     ok(&["run", s(&opt), "--input", &spec, "--out", s(&out_c)]);
-    assert!(out_c.join("Y.npy").is_file());
+    let y: Array2<f32> = read_npy(out_a.join("Y.npy")).unwrap();
+    let y2: Array2<f32> = read_npy(out_c.join("Y.npy")).unwrap();
+    assert_eq!(y.dim(), (33, 33));
+    assert_eq!(y2.dim(), y.dim());
+    for ((i, j), &got) in y2.indexed_iter() {
+        let x = y[[i, j]];
+        let want = if i == j { x + 1.0 } else { x };
+        assert_eq!(got, want, "Y'[{i}, {j}] with X[{i}, {j}] = {x}");
+    }
 }
 
 #[test]

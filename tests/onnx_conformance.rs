@@ -2,35 +2,50 @@
 //! generators): every case whose ops the reference backend implements must match the expected
 //! outputs, both as exported and after fuselab's passes (a free differential test of every
 //! rule). Per-case results go to target/onnx-node-results.tsv.
+//!
+//! A case is skipped only when the reference backend cannot compute the ORIGINAL model, which
+//! `unsupported` decides before anything runs: an op without a kernel (or with subgraphs), a graph
+//! input or output that is not a tensor, or a value of an element type `Tensor` does not hold.
+//! Everything after that is a failure: a data file that does not read, an error running the model
+//! as exported, optimized or lowered, an output that differs.
+//!
+//! The cases that pass are listed in tests/onnx_conformance_expected.txt. A listed case that no
+//! longer passes fails the test, by name; a case that passes but is not listed is reported, and
+//! `FUSELAB_BLESS=1 cargo test --test onnx_conformance` rewrites the list from the run.
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
 
-use fuselab::onnx::proto::TensorProto;
+use fuselab::ir::{Model, ValueId};
+use fuselab::onnx::proto::{type_proto, ModelProto, TensorProto};
 use fuselab::onnx::tensor::to_tensor;
-use fuselab::runtime::reference::{lookup, Executor};
-use fuselab::{passes, Limits, Tensor};
+use fuselab::runtime::reference::Executor;
+use fuselab::{passes, DType, Limits, Tensor};
 use prost::Message;
 
 const RTOL: f64 = 1e-4;
 const ATOL: f64 = 1e-5;
 
+/// The committed list of passing cases, relative to the repository root.
+const EXPECTED: &str = "tests/onnx_conformance_expected.txt";
+/// Set to `1`, the run rewrites EXPECTED from its passing cases.
+const BLESS: &str = "FUSELAB_BLESS";
+
 enum Outcome {
-    Pass,
-    /// Passed, and the lowered graph has a FusedElementwise node.
-    PassFused,
+    /// Passed; `true` when the lowered graph has a FusedElementwise node.
+    Pass(bool),
     Fail(String),
     Skip(String),
 }
 
 fn read_pb(path: &Path) -> Result<Tensor, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let tp =
         TensorProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", path.display()))?;
-    to_tensor(&tp, &Limits::default()).map_err(|e| e.to_string())
+    to_tensor(&tp, &Limits::default()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
@@ -54,28 +69,87 @@ fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
     Ok(())
 }
 
-fn run_case(dir: &Path) -> Outcome {
-    let limits = Limits::default();
-    let model = match fuselab::io::load_file(&dir.join("model.onnx"), &limits) {
-        Ok(m) => m,
-        Err(e) => return Outcome::Fail(format!("load: {e}")),
+/// Whether the reference backend computes on `d`: asked of the loader, which builds a `Tensor`
+/// of every element type the backend holds and refuses the others.
+fn computable(d: DType) -> bool {
+    let empty = TensorProto {
+        dims: vec![0],
+        data_type: d.0,
+        ..Default::default()
     };
+    to_tensor(&empty, &Limits::default()).is_ok()
+}
+
+/// Why the reference backend cannot compute the original model, if it cannot; decided from the
+/// model alone, before anything runs. The only reason a case is skipped.
+fn unsupported(proto: &ModelProto, model: &Model) -> Option<String> {
     let g = &model.graph;
     for id in g.node_ids() {
         let n = g.node(id);
-        if lookup(&n.domain, &n.op_type).is_none() || !n.implicit_inputs.is_empty() {
-            return Outcome::Skip(format!("op {}:{} not supported", n.domain, n.op_type));
+        let opset = model.opset(&n.domain).unwrap_or(1);
+        if fuselab::ops::lookup(&n.domain, &n.op_type, opset).is_none() {
+            return Some(format!(
+                "no kernel for op {}:{} at opset {opset}",
+                n.domain, n.op_type
+            ));
+        }
+        if !n.implicit_inputs.is_empty() {
+            return Some(format!("op {} reads outer values in subgraphs", n.op_type));
         }
     }
-    let mut sets: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
+    let graph = proto.graph.as_ref()?;
+    for (what, vi) in graph
+        .input
+        .iter()
+        .map(|v| ("input", v))
+        .chain(graph.output.iter().map(|v| ("output", v)))
+    {
+        let kind = vi.r#type.as_ref().and_then(|t| t.value.as_ref());
+        if !matches!(kind, Some(type_proto::Value::TensorType(_))) {
+            return Some(format!("graph {what} '{}' is not a tensor", vi.name));
+        }
+    }
+    for v in (0..g.value_count()).map(|i| ValueId(i as u32)) {
+        if let Some(d) = g.value(v).ty.dtype.filter(|&d| !computable(d)) {
+            return Some(format!(
+                "value '{}' is {d}, a type the reference backend has no tensors of",
+                g.name(v)
+            ));
+        }
+    }
+    None
+}
+
+fn run_case(dir: &Path) -> Outcome {
+    let limits = Limits::default();
+    let file = dir.join("model.onnx");
+    let proto = match std::fs::read(&file)
+        .map_err(|e| e.to_string())
+        .and_then(|b| fuselab::io::load::decode(&b).map_err(|e| e.to_string()))
+    {
+        Ok(p) => p,
+        Err(e) => return Outcome::Fail(format!("read: {e}")),
+    };
+    let model = match fuselab::io::load_file(&file, &limits) {
+        Ok(m) => m,
+        Err(e) => return Outcome::Fail(format!("load: {e}")),
+    };
+    if let Some(why) = unsupported(&proto, &model) {
+        return Outcome::Skip(why);
+    }
+    // From here on every error is a failure.
+    let g = &model.graph;
+    let mut sets: Vec<_> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect(),
+        Err(e) => return Outcome::Fail(format!("{}: {e}", dir.display())),
+    };
     sets.sort();
     if sets.is_empty() {
-        return Outcome::Skip("no test data".into());
+        return Outcome::Fail("no test data sets".into());
     }
     let mut optimized = model.clone();
     if let Err(e) = passes::optimize(&mut optimized, &[]) {
@@ -109,14 +183,14 @@ fn run_case(dir: &Path) -> Outcome {
                 Ok(t) => {
                     inputs.insert(name.clone(), t);
                 }
-                Err(e) => return Outcome::Skip(format!("input {i}: {e}")),
+                Err(e) => return Outcome::Fail(format!("input {i}: {e}")),
             }
         }
         let mut expected = Vec::new();
         for i in 0..g.outputs.len() {
             match read_pb(&set.join(format!("output_{i}.pb"))) {
                 Ok(t) => expected.push(t),
-                Err(e) => return Outcome::Skip(format!("output {i}: {e}")),
+                Err(e) => return Outcome::Fail(format!("output {i}: {e}")),
             }
         }
         let runs = [
@@ -127,14 +201,15 @@ fn run_case(dir: &Path) -> Outcome {
         for (label, m) in runs {
             let got = match Executor::new(m, &limits).and_then(|ex| ex.run(&inputs)) {
                 Ok(o) => o,
-                Err(e) => {
-                    let msg = e.to_string();
-                    if msg.contains("not supported") {
-                        return Outcome::Skip(msg);
-                    }
-                    return Outcome::Fail(format!("{label}: {msg}"));
-                }
+                Err(e) => return Outcome::Fail(format!("{label}: {e}")),
             };
+            if got.len() != expected.len() {
+                return Outcome::Fail(format!(
+                    "{label}: {} outputs, expected {}",
+                    got.len(),
+                    expected.len()
+                ));
+            }
             for (i, ((name, t), want)) in got.iter().zip(&expected).enumerate() {
                 if let Err(e) = close(t, want) {
                     return Outcome::Fail(format!("{label}: output {i} '{name}': {e}"));
@@ -142,11 +217,92 @@ fn run_case(dir: &Path) -> Outcome {
             }
         }
     }
-    if fused {
-        Outcome::PassFused
-    } else {
-        Outcome::Pass
+    Outcome::Pass(fused)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The expected-results file
+
+/// Passing case → whether its lowered graph runs a FusedElementwise node.
+type Passing = BTreeMap<String, bool>;
+
+/// Parses EXPECTED: `#` comments, then one passing case a line, `<name>` or `<name> fused`.
+fn parse_expected(text: &str) -> Result<Passing, String> {
+    let mut out = Passing::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let fused = match fields[1..] {
+            [] => false,
+            ["fused"] => true,
+            _ => return Err(format!("line {}: expected `<case> [fused]`: {line}", i + 1)),
+        };
+        if out.insert(fields[0].to_string(), fused).is_some() {
+            return Err(format!("line {}: {} is listed twice", i + 1, fields[0]));
+        }
     }
+    Ok(out)
+}
+
+fn render_expected(passing: &Passing, onnx_version: &str) -> String {
+    let mut s = format!(
+        "# The ONNX node-test cases (tests/data/node from scripts/gen_node_tests.py, onnx \
+         {onnx_version})\n\
+         # that pass in tests/onnx_conformance.rs as exported, optimized and lowered; `fused`: the\n\
+         # lowered graph runs a FusedElementwise node. A listed case that stops passing fails the\n\
+         # test. Written by: FUSELAB_BLESS=1 cargo test --test onnx_conformance\n"
+    );
+    for (name, fused) in passing {
+        s.push_str(name);
+        s.push_str(if *fused { " fused\n" } else { "\n" });
+    }
+    s
+}
+
+/// The expected list against a run.
+#[derive(Debug, Default, PartialEq)]
+struct Diff {
+    /// Listed cases that do not pass as listed, with what happened instead.
+    regressed: Vec<(String, String)>,
+    /// Cases that pass but are not listed, or now run a FusedElementwise node the list lacks.
+    improved: Vec<String>,
+}
+
+/// `got`: every case of the corpus → Ok(fused) when it passed, else Err(what happened).
+fn compare(expected: &Passing, got: &BTreeMap<String, Result<bool, String>>) -> Diff {
+    let mut d = Diff::default();
+    for (name, &want_fused) in expected {
+        match got.get(name) {
+            None => d
+                .regressed
+                .push((name.clone(), "not in the corpus".to_string())),
+            Some(Err(what)) => d.regressed.push((name.clone(), what.clone())),
+            Some(Ok(false)) if want_fused => d.regressed.push((
+                name.clone(),
+                "passes, but the lowered graph no longer has a FusedElementwise node".to_string(),
+            )),
+            Some(Ok(_)) => {}
+        }
+    }
+    for (name, r) in got {
+        match (r, expected.get(name)) {
+            (Ok(_), None) => d.improved.push(name.clone()),
+            (Ok(true), Some(false)) => d.improved.push(format!("{name} (now fused)")),
+            _ => {}
+        }
+    }
+    d
+}
+
+fn onnx_version(corpus: &Path) -> String {
+    let manifest = corpus.join("MANIFEST.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    v["onnx_version"].as_str().unwrap_or("?").to_string()
 }
 
 #[test]
@@ -168,25 +324,30 @@ fn onnx_node_tests() {
     let (mut pass, mut fail, mut skip, mut fused) = (0, 0, 0, 0);
     let mut tsv = String::from("case\tresult\tdetail\n");
     let mut failures = Vec::new();
+    let mut got = BTreeMap::new();
     for c in &cases {
         let name = c.file_name().unwrap().to_string_lossy().to_string();
         let (result, detail) = match run_case(c) {
-            Outcome::Pass => {
+            Outcome::Pass(f) => {
                 pass += 1;
-                ("pass", String::new())
-            }
-            Outcome::PassFused => {
-                pass += 1;
-                fused += 1;
-                ("pass", "lowered graph has FusedElementwise".to_string())
+                fused += usize::from(f);
+                got.insert(name.clone(), Ok(f));
+                let detail = if f {
+                    "lowered graph has FusedElementwise"
+                } else {
+                    ""
+                };
+                ("pass", detail.to_string())
             }
             Outcome::Fail(e) => {
                 fail += 1;
                 failures.push(format!("{name}: {e}"));
+                got.insert(name.clone(), Err(format!("fails: {e}")));
                 ("fail", e)
             }
             Outcome::Skip(e) => {
                 skip += 1;
+                got.insert(name.clone(), Err(format!("skipped: {e}")));
                 ("skip", e)
             }
         };
@@ -204,12 +365,145 @@ fn onnx_node_tests() {
     println!(
         "conformance: {pass} passed ({fused} through FusedElementwise), {fail} failed, {skip} skipped"
     );
-    assert!(
-        failures.is_empty(),
-        "{} failures among supported ops:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    assert!(pass > 100, "only {pass} cases passed");
-    assert!(fused > 10, "only {fused} cases ran a FusedElementwise node");
+
+    let version = onnx_version(&root);
+    let file = common::repo().join(EXPECTED);
+    let mut problems = Vec::new();
+    if !failures.is_empty() {
+        problems.push(format!(
+            "{} failures among supported ops:\n{}",
+            failures.len(),
+            failures.join("\n")
+        ));
+    }
+    if std::env::var(BLESS).is_ok_and(|v| v == "1") {
+        let passing: Passing = got
+            .iter()
+            .filter_map(|(n, r)| r.as_ref().ok().map(|&f| (n.clone(), f)))
+            .collect();
+        if let Some(old) = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|t| parse_expected(&t).ok())
+        {
+            let diff = compare(&old, &got);
+            for (n, what) in &diff.regressed {
+                println!("conformance: dropped from {EXPECTED}: {n}: {what}");
+            }
+            println!(
+                "conformance: {} added to {EXPECTED}: {}",
+                diff.improved.len(),
+                diff.improved.join(", ")
+            );
+        }
+        std::fs::write(&file, render_expected(&passing, &version)).unwrap();
+        println!(
+            "conformance: wrote {EXPECTED} ({} passing cases)",
+            passing.len()
+        );
+    } else {
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{}: {e}; write it with {BLESS}=1", file.display()));
+        let expected = parse_expected(&text).unwrap_or_else(|e| panic!("{EXPECTED}: {e}"));
+        let diff = compare(&expected, &got);
+        if !diff.improved.is_empty() {
+            println!(
+                "conformance: {} cases now pass that {EXPECTED} does not list (or now run \
+                 through FusedElementwise); run with {BLESS}=1 to add them: {}",
+                diff.improved.len(),
+                diff.improved.join(", ")
+            );
+        }
+        if !diff.regressed.is_empty() {
+            let listed: Vec<String> = diff
+                .regressed
+                .iter()
+                .map(|(n, what)| format!("  {n}: {what}"))
+                .collect();
+            let note = if text.contains(&format!("onnx {version})")) {
+                String::new()
+            } else {
+                format!(" (the corpus is from onnx {version}; the list is not)")
+            };
+            problems.push(format!(
+                "{} cases that {EXPECTED} lists as passing no longer pass{note}:\n{}\n\
+                 If that is intended (a case left the corpus, a rule is meant to stop fusing), \
+                 rewrite the list with `{BLESS}=1 cargo test --test onnx_conformance` and commit \
+                 it.",
+                diff.regressed.len(),
+                listed.join("\n")
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The check itself
+
+fn results(v: &[(&str, Result<bool, &str>)]) -> BTreeMap<String, Result<bool, String>> {
+    v.iter()
+        .map(|(n, r)| (n.to_string(), r.map_err(|e| e.to_string())))
+        .collect()
+}
+
+#[test]
+fn expected_list_round_trips_and_refuses_bad_lines() {
+    let passing: Passing = [("test_a".to_string(), false), ("test_b".to_string(), true)].into();
+    let text = render_expected(&passing, "1.2.3");
+    assert!(text.contains("onnx 1.2.3)"), "{text}");
+    assert_eq!(parse_expected(&text).unwrap(), passing);
+    let e = parse_expected("test_a\ntest_b fuzed\n").unwrap_err();
+    assert!(e.contains("line 2"), "{e}");
+    let e = parse_expected("test_a\ntest_a fused\n").unwrap_err();
+    assert!(e.contains("listed twice"), "{e}");
+}
+
+#[test]
+fn one_case_fewer_is_a_regression_and_new_passes_are_not() {
+    let expected = parse_expected("# c\ntest_a\ntest_b fused\ntest_c\n").unwrap();
+    // As listed: nothing to report.
+    let same = results(&[
+        ("test_a", Ok(false)),
+        ("test_b", Ok(true)),
+        ("test_c", Ok(false)),
+    ]);
+    assert_eq!(compare(&expected, &same), Diff::default());
+    // One listed case fails, one is skipped, one lost its fusion, one left the corpus.
+    let worse = results(&[
+        ("test_a", Err("fails: lowered: boom")),
+        ("test_b", Ok(false)),
+        ("test_z", Ok(false)),
+    ]);
+    let d = compare(&expected, &worse);
+    let names: Vec<&str> = d.regressed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["test_a", "test_b", "test_c"]);
+    assert_eq!(d.regressed[0].1, "fails: lowered: boom");
+    assert!(d.regressed[1]
+        .1
+        .contains("no longer has a FusedElementwise"));
+    assert_eq!(d.regressed[2].1, "not in the corpus");
+    let skipped = results(&[
+        ("test_a", Ok(false)),
+        ("test_b", Ok(true)),
+        ("test_c", Err("skipped: no kernel for op :Foo")),
+    ]);
+    assert_eq!(compare(&expected, &skipped).regressed.len(), 1);
+    // More passes (or a new fusion) are improvements, not regressions.
+    let better = results(&[
+        ("test_a", Ok(true)),
+        ("test_b", Ok(true)),
+        ("test_c", Ok(false)),
+        ("test_d", Ok(false)),
+    ]);
+    let d = compare(&expected, &better);
+    assert!(d.regressed.is_empty(), "{:?}", d.regressed);
+    assert_eq!(d.improved, ["test_a (now fused)", "test_d"]);
+}
+
+#[test]
+fn only_what_the_backend_cannot_hold_is_skipped() {
+    for d in [DType::F32, DType::F64, DType::I32, DType::I64, DType::BOOL] {
+        assert!(computable(d), "{d}");
+    }
+    assert!(!computable(DType::STRING));
 }

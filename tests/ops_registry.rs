@@ -134,6 +134,9 @@ fn inference_agrees_with_every_kernel_on_the_node_corpus() {
     // The corpus exercises most of the registry (so the check above means something).
     let ran: Vec<&String> = cov.keys().collect();
     let outputs: usize = cov.values().map(|c| c.0).sum();
-    println!("inference checked against {outputs} kernel outputs of {} ops", ran.len());
+    println!(
+        "inference checked against {outputs} kernel outputs of {} ops",
+        ran.len()
+    );
     assert!(ran.len() >= 40, "only {} ops ran: {ran:?}", ran.len());
 }

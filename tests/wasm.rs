@@ -95,7 +95,10 @@ fn runs_given_inputs_and_benches_both_graphs() {
     let now: js_sys::Function = js_sys::Function::new_no_args("return performance.now()");
     let times = b.step(3, &now).unwrap();
     assert_eq!(times.len(), 6);
-    assert!(times.iter().all(|t| *t >= 0.0), "{times:?}");
+    // Each entry is a number the clock produced (the clock is the page's; how long a run takes
+    // is not this test's business).
+    assert!(times.iter().all(|t| t.is_finite()), "{times:?}");
+    // TODO(bench-policy): fake clock
     // Calibration doubles the runs per sample until one takes 2 ms: an 8×8 run takes microseconds.
     let repeat = b.calibrate(2.0, &now).unwrap();
     assert!(repeat > 1, "{repeat}");
@@ -109,8 +112,10 @@ fn runs_given_inputs_and_benches_both_graphs() {
 #[wasm_bindgen_test]
 fn bad_input_is_an_error_naming_it() {
     let half = &EXAMPLE[..EXAMPLE.len() / 2];
-    assert!(WasmModel::load(half, JsValue::UNDEFINED).is_err());
-    assert!(WasmModel::load(b"\xff\xff\xff", JsValue::UNDEFINED).is_err());
+    for bytes in [half, b"\xff\xff\xff"] {
+        let e = error_text(WasmModel::load(bytes, JsValue::UNDEFINED).err().unwrap());
+        assert!(e.starts_with("cannot decode ONNX model: "), "{e}");
+    }
     let m = WasmModel::load(EXAMPLE, JsValue::UNDEFINED).unwrap();
     let e = error_text(m.optimize(js(r#"{"rules": ["nope"]}"#)).err().unwrap());
     assert!(e.contains("nope"), "{e}");

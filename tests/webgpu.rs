@@ -2,8 +2,9 @@
 //! broadcasting and sizes that are not multiples of the workgroup), and whole models.
 //!
 //! Its own harness (`harness = false` in Cargo.toml): a machine without a GPU adapter reports
-//! every case as skipped, with the reason, instead of passing it. Natively this runs on Mesa's
-//! lavapipe (`mesa-vulkan-drivers`), a CPU Vulkan. `cargo test --test webgpu [FILTER]`.
+//! every case as skipped, with the reason, instead of passing it; with `FUSELAB_REQUIRE_GPU=1`
+//! (scripts/test.sh sets it) no adapter is a failure (exit 1) instead. Natively this runs on
+//! Mesa's lavapipe (`mesa-vulkan-drivers`), a CPU Vulkan. `cargo test --test webgpu [FILTER]`.
 
 mod common;
 
@@ -679,7 +680,42 @@ fn a_buffer_over_the_device_limit_is_an_error(gpu: &Gpu) {
     .is_ok());
 }
 
+/// The harness itself: with no Vulkan driver to load (this binary run again, the loader pointed
+/// at a file that does not exist), FUSELAB_REQUIRE_GPU=1 makes the run fail, naming the variable;
+/// without it the cases report skipped.
+fn no_adapter_fails_only_when_a_gpu_is_required(_gpu: &Gpu) {
+    let run = |require: bool| {
+        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+        c.arg("a_lost_device_is_an_error")
+            .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+            .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+            .env_remove(REQUIRE_GPU);
+        if require {
+            c.env(REQUIRE_GPU, "1");
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text.into_owned())
+    };
+    let (code, text) = run(true);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("FUSELAB_REQUIRE_GPU=1 but there is no GPU adapter, so the 1 WebGPU tests"),
+        "{text}"
+    );
+    let (code, text) = run(false);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("test a_lost_device_is_an_error ... skipped"),
+        "{text}"
+    );
+}
+
 const CASES: &[Case] = &[
+    (
+        "no_adapter_fails_only_when_a_gpu_is_required",
+        no_adapter_fails_only_when_a_gpu_is_required,
+    ),
     (
         "a_buffer_over_the_device_limit_is_an_error",
         a_buffer_over_the_device_limit_is_an_error,
@@ -731,6 +767,13 @@ const CASES: &[Case] = &[
     ),
 ];
 
+/// Set to `1` (scripts/test.sh does), no GPU adapter fails the run instead of skipping it.
+const REQUIRE_GPU: &str = "FUSELAB_REQUIRE_GPU";
+
+fn gpu_required() -> bool {
+    std::env::var(REQUIRE_GPU).is_ok_and(|v| v == "1")
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -743,6 +786,14 @@ fn main() {
     println!("\nrunning {} tests", cases.len());
     let gpu = match pollster::block_on(Gpu::new()) {
         Ok(g) => g,
+        Err(e) if gpu_required() => {
+            eprintln!(
+                "error: {REQUIRE_GPU}=1 but there is no GPU adapter, so the {} WebGPU tests did \
+                 not run: {e}. Unset {REQUIRE_GPU} to let them skip instead.",
+                cases.len()
+            );
+            std::process::exit(1);
+        }
         Err(e) => {
             for (name, _) in &cases {
                 println!("test {name} ... skipped ({e})");
