@@ -5,7 +5,7 @@
 use crate::ir::{Model, NodeId};
 use crate::limits::Limits;
 use crate::onnx::tensor::{from_tensor, to_tensor};
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 use crate::runtime::reference::{lookup, KernelCtx};
 
 /// Largest folded output, in elements.
@@ -16,6 +16,14 @@ pub struct ConstantFolding;
 impl Rule for ConstantFolding {
     fn name(&self) -> &'static str {
         "const_fold"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Cleanup
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::Any
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {

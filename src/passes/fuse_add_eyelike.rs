@@ -18,7 +18,7 @@
 use crate::ir::model::FUSELAB_DOMAIN;
 use crate::ir::{Model, Node, NodeId};
 use crate::passes::matchers::{fresh_node_name, sole_consumer};
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::DType;
 
 pub struct FuseAddEyeLike;
@@ -26,6 +26,14 @@ pub struct FuseAddEyeLike;
 impl Rule for FuseAddEyeLike {
     fn name(&self) -> &'static str {
         "add_eyelike"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["EyeLike"])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -95,7 +103,7 @@ impl Rule for FuseAddEyeLike {
         }
         Proposal::Rewrite(Patch {
             remove: vec![id, add_id],
-            add: vec![fused],
+            add: vec![fused.into()],
             opsets: vec![(FUSELAB_DOMAIN.to_string(), 1)],
             ..Default::default()
         })
