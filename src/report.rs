@@ -9,8 +9,6 @@ use crate::ir::Model;
 use crate::passes::{Rejection, RewriteEvent, StopReason, Trace};
 use crate::runtime::parity::ParityReport;
 
-pub use crate::passes::CLEANUP_RULES;
-
 #[derive(Clone, Debug, Serialize)]
 pub struct OptimizeReport {
     pub nodes_before: usize,
@@ -46,7 +44,7 @@ pub fn fusion_counts(after: &Model, trace: &Trace) -> BTreeMap<String, usize> {
     let added: HashSet<&str> = trace
         .rewrites
         .iter()
-        .filter(|e| !CLEANUP_RULES.contains(&e.rule.as_str()))
+        .filter(|e| e.kind.fuses())
         .filter_map(|e| e.added.last().map(|n| n.name.as_str()))
         .collect();
     let g = &after.graph;

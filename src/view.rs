@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::ir::types::Dim;
 use crate::ir::{Model, NodeId, ValueId};
 use crate::onnx::proto::{attribute_type as at, AttributeProto};
-use crate::passes::{RewriteEvent, CLEANUP_RULES};
+use crate::passes::RewriteEvent;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct GraphView {
@@ -79,7 +79,7 @@ impl Provenance {
         let mut stands_for: HashMap<String, (String, Vec<String>)> = HashMap::new();
         let mut fused_last: Vec<String> = Vec::new();
         for e in rewrites {
-            if CLEANUP_RULES.contains(&e.rule.as_str()) {
+            if !e.kind.fuses() {
                 continue;
             }
             let mut originals = Vec::new();
@@ -267,6 +267,7 @@ mod tests {
     fn event(rule: &str, removed: &[&str], added: &[&str]) -> RewriteEvent {
         RewriteEvent {
             rule: rule.into(),
+            kind: crate::passes::rule(rule).expect("a registered rule").kind(),
             iteration: 0,
             removed: removed.iter().map(|n| node(n, "X")).collect(),
             added: added.iter().map(|n| node(n, "Y")).collect(),

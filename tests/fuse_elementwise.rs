@@ -12,7 +12,9 @@ use fuselab::builder::{dims, sym, GraphBuilder};
 use fuselab::ir::expr::{Expr, MAX_DEPTH};
 use fuselab::ir::model::FUSELAB_DOMAIN;
 use fuselab::ir::{attr, Model, ValueId};
-use fuselab::passes::{rules, Engine, Proposal, Rule, ALL_RULES, BACKEND_LOWERING_RULES};
+use fuselab::passes::{
+    rules, Anchors, Engine, Proposal, Rule, RuleKind, ALL_RULES, BACKEND_LOWERING_RULES,
+};
 use fuselab::runtime::reference::Executor;
 use fuselab::{DType, Limits, Tensor};
 use ndarray::{ArrayD, IxDyn};
@@ -394,7 +396,7 @@ fn histogram(m: &Model) -> BTreeMap<String, usize> {
 fn with_opt_in() -> Vec<&'static str> {
     ALL_RULES
         .iter()
-        .chain(BACKEND_LOWERING_RULES)
+        .chain(BACKEND_LOWERING_RULES.iter())
         .copied()
         .collect()
 }
@@ -490,6 +492,12 @@ impl Rule for LastNotDeferred {
     fn name(&self) -> &'static str {
         self.0.name()
     }
+    fn kind(&self) -> RuleKind {
+        self.0.kind()
+    }
+    fn anchors(&self) -> Anchors {
+        self.0.anchors()
+    }
     fn propose(&self, model: &Model, id: fuselab::ir::NodeId) -> Proposal {
         self.0.propose(model, id)
     }
@@ -501,7 +509,7 @@ fn deferral_keeps_the_named_fusions() {
     // a later sweep; deferred it cannot.
     let m = load("gpt2_tiny");
     let (def, _) = fuse(&m, &[]);
-    let mut eager = rules(ALL_RULES).unwrap();
+    let mut eager = rules(&ALL_RULES).unwrap();
     eager.push(Box::new(LastNotDeferred(rules(RULE).unwrap().remove(0))));
     let mut opt = m.clone();
     Engine::new(eager).run(&mut opt).unwrap();

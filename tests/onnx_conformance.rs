@@ -160,7 +160,7 @@ fn run_case(dir: &Path) -> Outcome {
     let mut lowered = model.clone();
     let names: Vec<&str> = passes::ALL_RULES
         .iter()
-        .chain(passes::BACKEND_LOWERING_RULES)
+        .chain(passes::BACKEND_LOWERING_RULES.iter())
         .copied()
         .collect();
     if let Err(e) = passes::optimize(&mut lowered, &names) {

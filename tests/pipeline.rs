@@ -4,7 +4,7 @@ mod common;
 
 use fuselab::builder::{sym, GraphBuilder};
 use fuselab::ir::{Model, Node, NodeId};
-use fuselab::passes::{Patch, Proposal, Rule};
+use fuselab::passes::{Anchors, Patch, Proposal, Rule, RuleKind};
 use fuselab::pipeline::{optimize, optimize_with, OptimizeOptions};
 use fuselab::DType;
 
@@ -14,6 +14,12 @@ struct ReluToNeg;
 impl Rule for ReluToNeg {
     fn name(&self) -> &'static str {
         "relu_to_neg"
+    }
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["Relu"])
     }
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let n = model.graph.node(id);
@@ -26,7 +32,7 @@ impl Rule for ReluToNeg {
         neg.outputs = n.outputs.clone();
         Proposal::Rewrite(Patch {
             remove: vec![id],
-            add: vec![neg],
+            add: vec![neg.into()],
             ..Default::default()
         })
     }

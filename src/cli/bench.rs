@@ -174,7 +174,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
         // as one generated kernel); the original stays as it is.
         names = passes::ALL_RULES
             .iter()
-            .chain(passes::BACKEND_LOWERING_RULES)
+            .chain(passes::BACKEND_LOWERING_RULES.iter())
             .copied()
             .collect();
     }

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::ir::Model;
 use crate::limits::Limits;
+use crate::passes::RuleKind;
 use crate::pipeline::{self, OptimizeOptions};
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::parity::DEFAULT_TOLERANCE;
@@ -28,6 +29,19 @@ use crate::{report, Error, Result};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// `optimize --rules` help, listing the registered rules by kind.
+fn rules_help() -> String {
+    let list = |kind| crate::passes::names(kind).join(", ");
+    format!(
+        "Comma-separated rules to run (default: all but the opt-in ones). Cleanup: {}. \
+         Fusions: {}. Opt-in (ai.fuselab ops that onnxruntime cannot run; fuse what the others \
+         leave): {}.",
+        list(RuleKind::Cleanup),
+        list(RuleKind::Fusion),
+        list(RuleKind::BackendLowering)
+    )
 }
 
 #[derive(Subcommand)]
@@ -50,12 +64,7 @@ enum Command {
         /// Write the optimization report (JSON) here.
         #[arg(long)]
         report: Option<PathBuf>,
-        /// Comma-separated rules to run (default: all but the opt-in ones). Cleanup: dce,
-        /// identity, const_fold, shape_fold, reshape_target, reshape_noop, cse, gemm_to_matmul.
-        /// Fusions: add_eyelike, layer_norm, embed_layer_norm, skip_layer_norm, gelu, bias_gelu,
-        /// fast_gelu, attention, gemm_activation. Opt-in (ai.fuselab ops that onnxruntime cannot
-        /// run; fuse what the others leave): fused_elementwise.
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', help = rules_help())]
         rules: Vec<String>,
         /// Skip the parity check (needed for models the reference backend cannot run).
         #[arg(long)]

@@ -6,7 +6,7 @@ use crate::ir::{Model, NodeId};
 use crate::limits::Limits;
 use crate::onnx::tensor::{from_tensor, to_tensor};
 use crate::ops::{self, OpError};
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 /// Largest folded output, in elements.
 pub const MAX_FOLD_ELEMENTS: usize = 1 << 20;
@@ -16,6 +16,14 @@ pub struct ConstantFolding;
 impl Rule for ConstantFolding {
     fn name(&self) -> &'static str {
         "const_fold"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Cleanup
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::Any
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {

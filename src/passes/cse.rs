@@ -8,7 +8,7 @@
 //! output (redirecting it would rename the graph's interface).
 
 use crate::ir::{Model, NodeId};
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 /// Ops whose two evaluations on equal inputs may differ.
 const NONDETERMINISTIC: &[&str] = &[
@@ -26,6 +26,14 @@ pub struct CommonSubexpressions;
 impl Rule for CommonSubexpressions {
     fn name(&self) -> &'static str {
         "cse"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Cleanup
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::Any
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {

@@ -2,13 +2,21 @@
 //! graph's outputs) is removed. ONNX ops have no side effects, so this is always sound.
 
 use crate::ir::{Model, NodeId};
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 pub struct DeadNodeElimination;
 
 impl Rule for DeadNodeElimination {
     fn name(&self) -> &'static str {
         "dce"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Cleanup
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::Any
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {

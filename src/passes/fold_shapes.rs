@@ -16,7 +16,7 @@ use crate::onnx::tensor::from_tensor;
 use crate::ops::shape_value::int_elements;
 use crate::ops::{self, shape_ops::Reshape};
 use crate::passes::matchers::fresh_node_name;
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::{DType, Tensor};
 
 pub struct ShapeFold;
@@ -24,6 +24,14 @@ pub struct ShapeFold;
 impl Rule for ShapeFold {
     fn name(&self) -> &'static str {
         "shape_fold"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Cleanup
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::Any
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -88,6 +96,14 @@ impl Rule for ReshapeTarget {
         "reshape_target"
     }
 
+    fn kind(&self) -> RuleKind {
+        RuleKind::Cleanup
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["Reshape"])
+    }
+
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let node = g.node(id);
@@ -130,7 +146,7 @@ impl Rule for ReshapeTarget {
         let tensor =
             Tensor::I64(ndarray::ArrayD::from_shape_vec(vec![out.len()], out).expect("len"));
         let c = patch.new_initializer(&name, from_tensor(&name, &tensor));
-        let mut new = node.clone();
+        let mut new = NewNode::from(node.clone());
         new.name = fresh_node_name(g, &node.label(id));
         new.inputs[1] = Some(c);
         patch.add.push(new);
@@ -143,6 +159,14 @@ pub struct ReshapeNoop;
 impl Rule for ReshapeNoop {
     fn name(&self) -> &'static str {
         "reshape_noop"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Cleanup
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["Reshape", "Squeeze", "Unsqueeze", "Flatten"])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {

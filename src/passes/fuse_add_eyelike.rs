@@ -19,7 +19,7 @@ use crate::ir::model::FUSELAB_DOMAIN;
 use crate::ir::{attr, Model, Node, NodeId};
 use crate::ops::eyelike::EyeLike;
 use crate::passes::matchers::{fresh_node_name, sole_consumer};
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::DType;
 
 pub struct FuseAddEyeLike;
@@ -27,6 +27,14 @@ pub struct FuseAddEyeLike;
 impl Rule for FuseAddEyeLike {
     fn name(&self) -> &'static str {
         "add_eyelike"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["EyeLike"])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -101,7 +109,7 @@ impl Rule for FuseAddEyeLike {
         }
         Proposal::Rewrite(Patch {
             remove: vec![id, add_id],
-            add: vec![fused],
+            add: vec![fused.into()],
             opsets: vec![(FUSELAB_DOMAIN.to_string(), 1)],
             ..Default::default()
         })

@@ -40,7 +40,7 @@ use crate::passes::matchers::{
     bias_add, constant_value, fresh_node_name, produced_by, require_f32, scalar_constant,
     sole_consumer, sole_consumer_op,
 };
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 use crate::tensor::{DType, Tensor};
 
 pub struct FuseAttention;
@@ -48,6 +48,14 @@ pub struct FuseAttention;
 impl Rule for FuseAttention {
     fn name(&self) -> &'static str {
         "attention"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["Softmax"])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -240,10 +248,10 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     let name = g.fresh_name(&format!("{base}_qkv_bias"));
     let b = patch.new_initializer(&name, from_tensor(&name, &bias));
 
-    let mut fused = Node::new("Attention", MS_DOMAIN);
+    let mut fused = NewNode::new("Attention", MS_DOMAIN);
     fused.name = fresh_node_name(g, &format!("{base}_Attention"));
-    fused.inputs = vec![Some(x), Some(w), Some(b)];
-    fused.outputs = vec![Some(out)];
+    fused.inputs = vec![Some(x.into()), Some(w), Some(b)];
+    fused.outputs = vec![Some(out.into())];
     fused.set_attr(attr::int("num_heads", heads));
     fused.set_attr(attr::float("scale", scale as f32));
     if let Some(m) = proved {
@@ -454,12 +462,12 @@ fn int32_mask(
     patch: &mut Patch,
     a: ValueId,
     base: &str,
-) -> Result<ValueId, String> {
+) -> Result<ValueRef, String> {
     let shape = g.value(a).ty.shape.clone();
-    let mut src = a;
+    let mut src = ValueRef::from(a);
     if g.value(a).ty.dtype != Some(DType::BOOL) {
         let name = format!("{base}_mask_bool");
-        src = cast(g, patch, a, DType::BOOL, shape.clone(), &name);
+        src = cast(g, patch, src, DType::BOOL, shape.clone(), &name);
     }
     let name = format!("{base}_mask_int32");
     Ok(cast(g, patch, src, DType::I32, shape, &name))
@@ -470,18 +478,18 @@ fn int32_mask(
 fn cast(
     g: &crate::ir::Graph,
     patch: &mut Patch,
-    x: ValueId,
+    x: ValueRef,
     to: DType,
     shape: Option<Vec<Dim>>,
     base: &str,
-) -> ValueId {
+) -> ValueRef {
     let name = g.fresh_name(base);
     let ty = TensorType {
         dtype: Some(to),
         shape,
     };
     let out = patch.new_value(&name, ty);
-    let mut node = Node::new("Cast", "");
+    let mut node = NewNode::new("Cast", "");
     node.name = fresh_node_name(g, &name);
     node.inputs = vec![Some(x)];
     node.outputs = vec![Some(out)];

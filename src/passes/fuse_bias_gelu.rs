@@ -11,13 +11,21 @@
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::{Model, Node, NodeId};
 use crate::passes::matchers::{bias_add, fresh_node_name, last_dim, produced_by, require_f32};
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 pub struct FuseBiasGelu;
 
 impl Rule for FuseBiasGelu {
     fn name(&self) -> &'static str {
         "bias_gelu"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::Ops(vec![(MS_DOMAIN, "Gelu")])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -51,7 +59,7 @@ impl Rule for FuseBiasGelu {
         fused.outputs = vec![Some(y)];
         Proposal::Rewrite(Patch {
             remove: vec![add_id, id],
-            add: vec![fused],
+            add: vec![fused.into()],
             opsets: vec![(MS_DOMAIN.to_string(), 1)],
             ..Default::default()
         })

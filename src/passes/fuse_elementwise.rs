@@ -54,7 +54,7 @@ use crate::ir::expr::{BinaryOp, Expr, UnaryOp, MAX_DEPTH, MAX_LEN};
 use crate::ir::model::FUSELAB_DOMAIN;
 use crate::ir::{attr, Model, Node, NodeId, ValueId};
 use crate::passes::matchers::{constant_value, fresh_node_name, require_f32};
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::Tensor;
 
 pub const OP_TYPE: &str = "FusedElementwise";
@@ -64,6 +64,17 @@ pub struct FuseElementwise;
 impl Rule for FuseElementwise {
     fn name(&self) -> &'static str {
         "fused_elementwise"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::BackendLowering
+    }
+
+    /// The elementwise ops a group is made of (`member`).
+    fn anchors(&self) -> Anchors {
+        let unary = UnaryOp::ALL.into_iter().map(UnaryOp::onnx_op);
+        let binary = BinaryOp::ALL.into_iter().map(BinaryOp::onnx_op);
+        Anchors::Ops(unary.chain(binary).map(|op| ("", op)).collect())
     }
 
     fn deferred(&self) -> bool {
@@ -125,7 +136,7 @@ impl Rule for FuseElementwise {
         fused.set_attr(attr::string("expression", &text));
         Proposal::Rewrite(Patch {
             remove,
-            add: vec![fused],
+            add: vec![fused.into()],
             opsets: vec![(FUSELAB_DOMAIN.to_string(), 1)],
             ..Default::default()
         })

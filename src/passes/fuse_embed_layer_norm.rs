@@ -59,7 +59,7 @@ use crate::ops::shape_value::{constant_ints, constant_tensor, int_elements};
 use crate::passes::matchers::{
     absorbable_layer_norm, constant_value, fresh_node_name, produced_by, require_f32, sole_consumer,
 };
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 use crate::tensor::{DType, Tensor};
 
 pub struct FuseEmbedLayerNorm;
@@ -67,6 +67,14 @@ pub struct FuseEmbedLayerNorm;
 impl Rule for FuseEmbedLayerNorm {
     fn name(&self) -> &'static str {
         "embed_layer_norm"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["LayerNormalization"])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -330,7 +338,7 @@ fn folded_positions(
     seq: &Dim,
     h: i64,
     patch: &mut Patch,
-) -> Result<ValueId, String> {
+) -> Result<ValueRef, String> {
     let g = &model.graph;
     let t = constant_value(model, c).ok_or("not a constant")?;
     let Tensor::F32(a) = t.as_ref() else {
@@ -356,7 +364,7 @@ fn folded_positions(
         ));
     }
     if a.ndim() == 2 {
-        return Ok(c);
+        return Ok(c.into());
     }
     let table = Tensor::F32(
         a.to_shape(ndarray::IxDyn(&[rows, h as usize]))
@@ -424,17 +432,17 @@ fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String
     let pos_table = match (pos.first(), tree.folded) {
         (Some(pos), _) => {
             prove_positions(model, pos.indices, &id_shape[1], pos.rows)?;
-            pos.table
+            pos.table.into()
         }
         (None, Some(c)) => folded_positions(model, c, &id_shape[1], h, &mut patch)?,
         (None, None) => return Err("no position term".into()),
     };
 
     // The patch.
-    let mut casts: Vec<(ValueId, ValueId)> = Vec::new();
-    let mut as_int32 = |patch: &mut Patch, v: ValueId| -> ValueId {
+    let mut casts: Vec<(ValueId, ValueRef)> = Vec::new();
+    let mut as_int32 = |patch: &mut Patch, v: ValueId| -> ValueRef {
         if g.value(v).ty.dtype == Some(DType::I32) {
-            return v;
+            return v.into();
         }
         if let Some(&(_, c)) = casts.iter().find(|(from, _)| *from == v) {
             return c;
@@ -444,9 +452,9 @@ fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String
             shape: g.value(v).ty.shape.clone(),
         };
         let out = patch.new_value(&g.fresh_name(&format!("{}_int32", g.name(v))), ty);
-        let mut cast = Node::new("Cast", "");
+        let mut cast = NewNode::new("Cast", "");
         cast.name = fresh_node_name(g, &format!("{}_Cast_int32", g.name(v)));
-        cast.inputs = vec![Some(v)];
+        cast.inputs = vec![Some(v.into())];
         cast.outputs = vec![Some(out)];
         cast.set_attr(crate::ir::attr::int("to", DType::I32.0 as i64));
         patch.add.push(cast);
@@ -456,7 +464,7 @@ fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String
     let ids32 = as_int32(&mut patch, word.indices);
     let seg32 = segment.map(|s| as_int32(&mut patch, s.indices));
     let beta = match beta {
-        Some(b) => b,
+        Some(b) => b.into(),
         None => {
             let name = g.fresh_name(&format!("{}_zero_beta", g.name(y)));
             let zeros = Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[h as usize])));
@@ -470,18 +478,18 @@ fn propose(model: &Model, ln_id: NodeId, tree: &SumTree) -> Result<Patch, String
             shape: Some(vec![id_shape[0].clone()]),
         },
     );
-    let mut fused = Node::new("EmbedLayerNormalization", MS_DOMAIN);
+    let mut fused = NewNode::new("EmbedLayerNormalization", MS_DOMAIN);
     fused.name = fresh_node_name(g, &format!("{}_EmbedLayerNormalization", ln.label(ln_id)));
     fused.inputs = vec![
         Some(ids32),
         seg32,
-        Some(word.table),
+        Some(word.table.into()),
         Some(pos_table),
-        segment.map(|s| s.table),
-        Some(gamma),
+        segment.map(|s| s.table.into()),
+        Some(gamma.into()),
         Some(beta),
     ];
-    fused.outputs = vec![Some(y), Some(mask_index)];
+    fused.outputs = vec![Some(y.into()), Some(mask_index)];
     let eps = crate::ops::attrs_of::<crate::ops::transformer::LayerNormalization>(model, ln)
         .ok_or("LayerNormalization's attributes are not parsed")?
         .epsilon;

@@ -22,7 +22,7 @@ use crate::passes::matchers::{
     bias_add, fresh_node_name, half_x_product, is_scalar, last_dim, other_input, produced_by,
     require_f32, scaled_by, sole_consumer, sole_consumer_op,
 };
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 const CUBE_COEFF: f64 = 0.044715;
 /// √(2/π)
@@ -33,6 +33,14 @@ pub struct FuseFastGelu;
 impl Rule for FuseFastGelu {
     fn name(&self) -> &'static str {
         "fast_gelu"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::Ops(vec![("", "Tanh"), (MS_DOMAIN, "FastGelu")])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -129,7 +137,7 @@ fn finish(
     chain.extend(tail);
     Ok(Patch {
         remove: chain,
-        add: vec![fused],
+        add: vec![fused.into()],
         opsets: vec![(MS_DOMAIN.to_string(), 1)],
         ..Default::default()
     })
@@ -193,7 +201,7 @@ fn absorb_bias(model: &Model, id: NodeId) -> Option<Result<Patch, String>> {
     fused.inputs = vec![Some(a), Some(bias)];
     Some(Ok(Patch {
         remove: vec![add_id, id],
-        add: vec![fused],
+        add: vec![fused.into()],
         ..Default::default()
     }))
 }

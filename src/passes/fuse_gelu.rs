@@ -17,13 +17,21 @@ use crate::passes::matchers::{
     fresh_node_name, half_x_product, is_scalar, other_input, require_f32, scaled_by,
     sole_consumer_op,
 };
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 pub struct FuseGelu;
 
 impl Rule for FuseGelu {
     fn name(&self) -> &'static str {
         "gelu"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["Erf"])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -87,7 +95,7 @@ fn propose(
     remove.extend(muls);
     Ok(Patch {
         remove,
-        add: vec![fused],
+        add: vec![fused.into()],
         opsets: vec![(MS_DOMAIN.to_string(), 1)],
         ..Default::default()
     })

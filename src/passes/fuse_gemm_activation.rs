@@ -13,7 +13,7 @@
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::{attr, Model, Node, NodeId};
 use crate::passes::matchers::{fresh_node_name, produced_by, require_f32, sole_consumer};
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 /// Activations FusedGemm takes without parameters.
 pub const ACTIVATIONS: &[&str] = &["Relu", "Tanh", "Sigmoid"];
@@ -23,6 +23,14 @@ pub struct FuseGemmActivation;
 impl Rule for FuseGemmActivation {
     fn name(&self) -> &'static str {
         "gemm_activation"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(ACTIVATIONS)
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -57,7 +65,7 @@ impl Rule for FuseGemmActivation {
         fused.set_attr(attr::string("activation", &act.op_type));
         Proposal::Rewrite(Patch {
             remove: vec![gemm_id, id],
-            add: vec![fused],
+            add: vec![fused.into()],
             opsets: vec![(MS_DOMAIN.to_string(), 1)],
             ..Default::default()
         })

@@ -31,7 +31,7 @@ use crate::passes::matchers::{
     fresh_node_name, is_scalar, last_dim, other_input, require_vector, scalar_constant,
     sole_consumer, sole_consumer_op,
 };
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::{DType, Tensor};
 
 /// The opset that has ai.onnx LayerNormalization.
@@ -44,6 +44,14 @@ pub struct FuseLayerNorm;
 impl Rule for FuseLayerNorm {
     fn name(&self) -> &'static str {
         "layer_norm"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["ReduceMean"])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -197,7 +205,7 @@ fn match_rest(model: &Model, mean_id: NodeId, x: ValueId, sub_id: NodeId) -> Res
         ..Default::default()
     };
     let scale = match scale {
-        Some(s) => s,
+        Some(s) => s.into(),
         None => {
             let n = hidden as usize;
             let ones = Tensor::F32(ndarray::ArrayD::ones(vec![n]));
@@ -205,13 +213,13 @@ fn match_rest(model: &Model, mean_id: NodeId, x: ValueId, sub_id: NodeId) -> Res
             patch.new_initializer(&name, from_tensor(&name, &ones))
         }
     };
-    let mut fused = Node::new("LayerNormalization", "");
+    let mut fused = NewNode::new("LayerNormalization", "");
     fused.name = fresh_node_name(g, &format!("{}_LayerNormalization", g.name(out)));
-    fused.inputs = vec![Some(x), Some(scale)];
+    fused.inputs = vec![Some(x.into()), Some(scale)];
     if let Some(b) = bias {
-        fused.inputs.push(Some(b));
+        fused.inputs.push(Some(b.into()));
     }
-    fused.outputs = vec![Some(out)];
+    fused.outputs = vec![Some(out.into())];
     fused.set_attr(crate::ir::attr::int("axis", -1));
     fused.set_attr(crate::ir::attr::float("epsilon", eps as f32));
 

@@ -25,13 +25,24 @@ use crate::ir::{Model, Node, NodeId};
 use crate::passes::matchers::{
     absorbable_layer_norm, bias_add, fresh_node_name, last_dim, produced_by, require_f32,
 };
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 pub struct FuseSkipLayerNorm;
 
 impl Rule for FuseSkipLayerNorm {
     fn name(&self) -> &'static str {
         "skip_layer_norm"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::Ops(vec![
+            ("", "LayerNormalization"),
+            (MS_DOMAIN, "SkipLayerNormalization"),
+        ])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -115,7 +126,7 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
     fused.set_attr(crate::ir::attr::float("epsilon", eps));
     Ok(Patch {
         remove,
-        add: vec![fused],
+        add: vec![fused.into()],
         opsets: vec![(MS_DOMAIN.to_string(), 1)],
         ..Default::default()
     })
@@ -153,7 +164,7 @@ fn absorb_bias(model: &Model, id: NodeId) -> Proposal {
     fused.inputs[4] = Some(c);
     Proposal::Rewrite(Patch {
         remove: vec![add_id, id],
-        add: vec![fused],
+        add: vec![fused.into()],
         ..Default::default()
     })
 }

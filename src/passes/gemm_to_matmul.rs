@@ -25,13 +25,21 @@ use crate::ops::shape_value::int_elements;
 use crate::passes::matchers::{
     constant_value, fresh_node_name, last_dim, produced_by, sole_consumer_op,
 };
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 
 pub struct GemmToMatMul;
 
 impl Rule for GemmToMatMul {
     fn name(&self) -> &'static str {
         "gemm_to_matmul"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Cleanup
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["Gemm"])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -102,26 +110,26 @@ fn propose(model: &Model, gemm_id: NodeId, r1_id: NodeId, r1: &Node) -> Result<P
         return Err("second Reshape does not provably restore x's leading dims".into());
     }
     let out = r2.output(0).ok_or("Reshape has no output")?;
-    let mut mm = Node::new("MatMul", "");
+    let mut mm = NewNode::new("MatMul", "");
     mm.name = fresh_node_name(g, &format!("{}_MatMul", gemm.label(gemm_id)));
-    mm.inputs = vec![Some(x), Some(w)];
+    mm.inputs = vec![Some(x.into()), Some(w.into())];
     let mut patch = Patch {
         remove: vec![r1_id, gemm_id, r2_id],
         ..Default::default()
     };
     match c {
         None => {
-            mm.outputs = vec![Some(out)];
+            mm.outputs = vec![Some(out.into())];
             patch.add.push(mm);
         }
         Some(c) => {
             let ty = g.value(out).ty.clone();
             let mid = patch.new_value(&g.fresh_name(&format!("{}_matmul", g.name(out))), ty);
             mm.outputs = vec![Some(mid)];
-            let mut add = Node::new("Add", "");
+            let mut add = NewNode::new("Add", "");
             add.name = fresh_node_name(g, &format!("{}_bias", gemm.label(gemm_id)));
-            add.inputs = vec![Some(mid), Some(c)];
-            add.outputs = vec![Some(out)];
+            add.inputs = vec![Some(mid), Some(c.into())];
+            add.outputs = vec![Some(out.into())];
             patch.add.push(mm);
             patch.add.push(add);
         }

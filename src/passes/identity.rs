@@ -10,13 +10,21 @@
 
 use crate::ir::{Model, NodeId};
 use crate::ops::{self, cast::Cast};
-use crate::passes::rewrite::{Patch, Proposal, Rule};
+use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 pub struct IdentityElimination;
 
 impl Rule for IdentityElimination {
     fn name(&self) -> &'static str {
         "identity"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Cleanup
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["Identity", "Cast"])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
@@ -69,7 +77,7 @@ impl Rule for IdentityElimination {
         Proposal::Rewrite(Patch {
             remove: vec![id, p],
             redirect: vec![(x, y)],
-            add: vec![producer],
+            add: vec![producer.into()],
             ..Default::default()
         })
     }

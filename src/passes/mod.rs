@@ -21,85 +21,69 @@ pub mod matchers;
 pub mod rewrite;
 pub mod specialize;
 
+use std::sync::LazyLock;
+
 use crate::ir::Model;
 use crate::{Error, Result};
 pub use rewrite::{
-    Engine, NodeRef, Patch, Proposal, Rejection, RewriteEvent, Rule, StopReason, Trace,
+    Anchors, Engine, NewNode, NewValue, NodeRef, Patch, Proposal, Rejection, RewriteEvent, Rule,
+    RuleKind, StopReason, Trace, ValueRef,
 };
 
-/// Rules that clean up or canonicalize rather than fuse, in the order the engine runs them.
-pub const CLEANUP_RULES: &[&str] = &[
-    "dce",
-    "identity",
-    "const_fold",
-    "shape_fold",
-    "reshape_target",
-    "reshape_noop",
-    "cse",
-    "gemm_to_matmul",
+/// Every rule, in the order the engine runs them: the cleanup rules, then the fusions
+/// (layer_norm before skip_layer_norm, gelu before bias_gelu: the later rule works on the
+/// earlier one's output; embed_layer_norm before skip_layer_norm, which would otherwise take a
+/// batch-1 embedding sum as a residual), then the backend lowering (deferred: it fuses what the
+/// others leave at their fixed point). Each rule states its name, kind and anchors itself.
+pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
+    &dce::DeadNodeElimination,
+    &identity::IdentityElimination,
+    &const_fold::ConstantFolding,
+    &fold_shapes::ShapeFold,
+    &fold_shapes::ReshapeTarget,
+    &fold_shapes::ReshapeNoop,
+    &cse::CommonSubexpressions,
+    &gemm_to_matmul::GemmToMatMul,
+    &fuse_add_eyelike::FuseAddEyeLike,
+    &fuse_layer_norm::FuseLayerNorm,
+    &fuse_embed_layer_norm::FuseEmbedLayerNorm,
+    &fuse_skip_layer_norm::FuseSkipLayerNorm,
+    &fuse_gelu::FuseGelu,
+    &fuse_bias_gelu::FuseBiasGelu,
+    &fuse_fast_gelu::FuseFastGelu,
+    &fuse_attention::FuseAttention,
+    &fuse_gemm_activation::FuseGemmActivation,
+    &fuse_elementwise::FuseElementwise,
 ];
 
-/// Fusion rules, run after the cleanup rules in each sweep (layer_norm before skip_layer_norm,
-/// gelu before bias_gelu: the later rule works on the earlier one's output; embed_layer_norm
-/// before skip_layer_norm, which would otherwise take a batch-1 embedding sum as a residual).
-pub const FUSION_RULES: &[&str] = &[
-    "add_eyelike",
-    "layer_norm",
-    "embed_layer_norm",
-    "skip_layer_norm",
-    "gelu",
-    "bias_gelu",
-    "fast_gelu",
-    "attention",
-    "gemm_activation",
-];
+/// Names of the registered rules of `kind`, in run order.
+pub fn names(kind: RuleKind) -> Vec<&'static str> {
+    REGISTRY
+        .iter()
+        .filter(|r| r.kind() == kind)
+        .map(|r| r.name())
+        .collect()
+}
+
+/// Every default rule, in the order the engine runs them (the default of `optimize` and of the
+/// CLI): the cleanups and fusions. Models they produce stay runnable by onnxruntime.
+pub static ALL_RULES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    REGISTRY
+        .iter()
+        .filter(|r| r.kind() != RuleKind::BackendLowering)
+        .map(|r| r.name())
+        .collect()
+});
 
 /// Rules a backend applies to its own copy of a model at prepare time: they make `ai.fuselab` ops
 /// that only fuselab's backends run (onnxruntime has none), so they are not in `ALL_RULES` and a
 /// saved model never gets them unless asked for by name (`--rules ...,fused_elementwise`).
-/// `fused_elementwise` is deferred: it fuses what the other rules leave at their fixed point.
-pub const BACKEND_LOWERING_RULES: &[&str] = &["fused_elementwise"];
-
-/// Every default rule, in the order the engine runs them (the default of `optimize` and of the
-/// CLI). Models they produce stay runnable by onnxruntime.
-pub const ALL_RULES: &[&str] = &{
-    const N: usize = CLEANUP_RULES.len() + FUSION_RULES.len();
-    let mut out = [""; N];
-    let mut i = 0;
-    while i < N {
-        out[i] = if i < CLEANUP_RULES.len() {
-            CLEANUP_RULES[i]
-        } else {
-            FUSION_RULES[i - CLEANUP_RULES.len()]
-        };
-        i += 1;
-    }
-    out
-};
+pub static BACKEND_LOWERING_RULES: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| names(RuleKind::BackendLowering));
 
 /// The rule called `name`.
-pub fn rule(name: &str) -> Option<Box<dyn Rule>> {
-    Some(match name {
-        "dce" => Box::new(dce::DeadNodeElimination),
-        "identity" => Box::new(identity::IdentityElimination),
-        "const_fold" => Box::new(const_fold::ConstantFolding),
-        "shape_fold" => Box::new(fold_shapes::ShapeFold),
-        "reshape_target" => Box::new(fold_shapes::ReshapeTarget),
-        "reshape_noop" => Box::new(fold_shapes::ReshapeNoop),
-        "cse" => Box::new(cse::CommonSubexpressions),
-        "gemm_to_matmul" => Box::new(gemm_to_matmul::GemmToMatMul),
-        "add_eyelike" => Box::new(fuse_add_eyelike::FuseAddEyeLike),
-        "layer_norm" => Box::new(fuse_layer_norm::FuseLayerNorm),
-        "skip_layer_norm" => Box::new(fuse_skip_layer_norm::FuseSkipLayerNorm),
-        "embed_layer_norm" => Box::new(fuse_embed_layer_norm::FuseEmbedLayerNorm),
-        "gelu" => Box::new(fuse_gelu::FuseGelu),
-        "bias_gelu" => Box::new(fuse_bias_gelu::FuseBiasGelu),
-        "fast_gelu" => Box::new(fuse_fast_gelu::FuseFastGelu),
-        "attention" => Box::new(fuse_attention::FuseAttention),
-        "gemm_activation" => Box::new(fuse_gemm_activation::FuseGemmActivation),
-        "fused_elementwise" => Box::new(fuse_elementwise::FuseElementwise),
-        _ => return None,
-    })
+pub fn rule(name: &str) -> Option<&'static (dyn Rule + Sync)> {
+    REGISTRY.iter().copied().find(|r| r.name() == name)
 }
 
 /// Rules by name (the default ones and the opt-in `BACKEND_LOWERING_RULES`); an unknown name is
@@ -108,20 +92,25 @@ pub fn rules(names: &[&str]) -> Result<Vec<Box<dyn Rule>>> {
     names
         .iter()
         .map(|n| {
-            rule(n).ok_or_else(|| {
+            let r = rule(n).ok_or_else(|| {
                 Error::Other(format!(
                     "unknown rule '{n}'; known rules: {}; opt-in: {}",
                     ALL_RULES.join(", "),
                     BACKEND_LOWERING_RULES.join(", ")
                 ))
-            })
+            })?;
+            Ok(Box::new(r) as Box<dyn Rule>)
         })
         .collect()
 }
 
 /// Runs `names` (the default `ALL_RULES` when empty) to a fixed point.
 pub fn optimize(model: &mut Model, names: &[&str]) -> Result<Trace> {
-    let names = if names.is_empty() { ALL_RULES } else { names };
+    let names = if names.is_empty() {
+        ALL_RULES.as_slice()
+    } else {
+        names
+    };
     Engine::new(rules(names)?).run(model)
 }
 
@@ -130,11 +119,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_listed_rule_exists_under_its_own_name() {
-        for &n in ALL_RULES.iter().chain(BACKEND_LOWERING_RULES) {
-            assert_eq!(rule(n).map(|r| r.name()), Some(n));
+    fn registered_rules_have_distinct_names_and_opt_in_rules_are_deferred() {
+        for (i, r) in REGISTRY.iter().enumerate() {
+            assert!(
+                REGISTRY[..i].iter().all(|o| o.name() != r.name()),
+                "two rules are called '{}'",
+                r.name()
+            );
+            assert_eq!(rule(r.name()).map(|f| f.name()), Some(r.name()));
         }
-        for n in BACKEND_LOWERING_RULES {
+        assert_eq!(
+            ALL_RULES.len() + BACKEND_LOWERING_RULES.len(),
+            REGISTRY.len()
+        );
+        for n in BACKEND_LOWERING_RULES.iter() {
             assert!(!ALL_RULES.contains(n), "{n} must stay opt-in");
             assert!(rule(n).unwrap().deferred(), "{n}");
         }
