@@ -12,6 +12,7 @@ use crate::runtime::parity::ParityReport;
 pub use crate::passes::CLEANUP_RULES;
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct OptimizeReport {
     pub nodes_before: usize,
     pub nodes_after: usize,

@@ -74,6 +74,7 @@ pub trait Rule {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct NodeRef {
     pub name: String,
     pub op_type: String,
@@ -91,6 +92,7 @@ impl NodeRef {
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct RewriteEvent {
     pub rule: String,
     pub iteration: usize,
@@ -99,6 +101,7 @@ pub struct RewriteEvent {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Rejection {
     pub rule: String,
     /// The anchor node (name, or `Op#id` when unnamed).
@@ -108,6 +111,7 @@ pub struct Rejection {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// A full sweep of every rule changed nothing.
