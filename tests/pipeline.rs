@@ -5,7 +5,7 @@ mod common;
 use fuselab::ir::builder::{sym, GraphBuilder};
 use fuselab::ir::{Model, Node, NodeId};
 use fuselab::passes::{Patch, Proposal, Rule};
-use fuselab::pipeline::{optimize, optimize_with, OptimizeOptions};
+use fuselab::pipeline::{for_backend, optimize, optimize_with, Backend, OptimizeOptions};
 use fuselab::DType;
 
 /// A wrong rule on purpose: Relu(x) → Neg(x).
@@ -107,4 +107,55 @@ fn unsupported_ops_are_all_named() {
         "{err}"
     );
     assert!(err.ends_with("; also missing: Acos (ai.onnx)"), "{err}");
+}
+
+/// Each node as (name, domain, op type), in the graph's order.
+fn node_list(m: &Model) -> Vec<(String, String, String)> {
+    let g = &m.graph;
+    g.node_ids()
+        .map(|id| {
+            let n = g.node(id);
+            (n.label(id), n.domain.clone(), n.op_type.clone())
+        })
+        .collect()
+}
+
+/// `for_backend` is the one place the WebGPU backend's lowering is applied: the reference
+/// backend runs the optimized graph as it is, WebGPU gets the graph one engine run of the
+/// default rules and the lowering makes from the original (what `fuselab bench --backend webgpu`
+/// timed before), and both front ends that bench on WebGPU take their graph from it.
+#[test]
+fn for_backend_lowers_for_webgpu_only_and_both_front_ends_use_it() {
+    let limits = fuselab::Limits::default();
+    let path = common::repo().join("tests/models/gpt2_tiny.onnx");
+    let original = fuselab::onnx::load_file(&path, &limits).unwrap();
+    let opts = OptimizeOptions {
+        parity: false,
+        ..Default::default()
+    };
+    let (optimized, _) = optimize(&original, &opts, &|| 0.0).unwrap();
+
+    let reference = for_backend(&optimized, Backend::Reference).unwrap();
+    assert_eq!(node_list(&reference), node_list(&optimized));
+
+    let gpu = for_backend(&optimized, Backend::Webgpu).unwrap();
+    let mut at_once = original.clone();
+    let names: Vec<&str> = fuselab::passes::ALL_RULES
+        .iter()
+        .chain(fuselab::passes::BACKEND_LOWERING_RULES)
+        .copied()
+        .collect();
+    fuselab::passes::optimize(&mut at_once, &names).unwrap();
+    assert_eq!(node_list(&gpu), node_list(&at_once));
+    let fused = fuselab::report::op_histogram(&gpu);
+    assert!(fused.get("FusedElementwise").is_some_and(|&n| n > 0), "{fused:?}");
+    assert!(gpu.graph.node_count() < optimized.graph.node_count());
+    let p = common::parity(&original, &gpu, &[("batch", 1), ("seq", 8)]);
+    assert!(p.max_abs_diff < 1e-4, "{}", p.max_abs_diff);
+
+    // The CLI's bench and the wasm GpuBench (the page's WebGPU benchmark) call it.
+    for file in ["src/cli/bench.rs", "src/wasm/bench.rs"] {
+        let src = std::fs::read_to_string(common::repo().join(file)).unwrap();
+        assert!(src.contains("pipeline::for_backend("), "{file}");
+    }
 }
