@@ -311,4 +311,28 @@ async fn gpu_bench_times_both_graphs_on_webgpu() {
     assert!(String::from(e.message()).contains("still running"));
     let first = js_sys::Float64Array::from(JsFuture::from(first).await.unwrap());
     assert_eq!(first.length(), 2);
+
+    // The optimized graph as the WebGPU backend runs it (`pipeline::for_backend`, as in
+    // `fuselab bench --backend webgpu`): `Relu(Mul(Add(x, y), 0.5))`, which no default rule
+    // fuses, is one FusedElementwise kernel.
+    use fuselab::ir::builder::{sym, GraphBuilder};
+    let mut b = GraphBuilder::new("chain", 17);
+    let x = b.input("x", fuselab::DType::F32, vec![sym("N")]);
+    let y = b.input("y", fuselab::DType::F32, vec![sym("N")]);
+    let half = fuselab::Tensor::F32(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), 0.5));
+    let half = b.initializer("half", &half);
+    let s = b.op("Add", &[x, y], vec![]);
+    let p = b.op("Mul", &[s, half], vec![]);
+    let r = b.op("Relu", &[p], vec![]);
+    b.output(r, "Y");
+    let chain = b.build();
+    let opts = fuselab::pipeline::OptimizeOptions::default();
+    let (optimized, _) = fuselab::pipeline::optimize(&chain, &opts, &|| 0.0).unwrap();
+    let dims = HashMap::from([("N".to_string(), 5usize)]);
+    let g = GpuBench::prepare_with(chain, optimized, dims, 0)
+        .await
+        .unwrap();
+    let want = serde_json::json!({"original": 3, "optimized": 1});
+    assert_eq!(json(&g.nodes().unwrap()), want);
+    assert_eq!(json(&g.dispatches().unwrap()), want);
 }
