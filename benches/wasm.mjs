@@ -1,6 +1,6 @@
 // The wasm build's speed outside the browser, in node's V8 (the engine Chromium runs it on):
-// original vs fused through the npm package's Bench API, the same code path as the page's
-// benchmark. With several --pkg folders (wasm-bindgen outputs of different builds) the builds
+// original vs fused through the npm package's Bench API, the same code path (and statistics,
+// src/bench.rs) as the page's benchmark. With several --pkg folders (wasm-bindgen outputs of different builds) the builds
 // take turns in one process, so their ratio is measured under the same noise.
 //
 //   node benches/wasm.mjs --model tests/models/gpt2_tiny.onnx --dim batch=1 --dim seq=8 \
@@ -22,10 +22,6 @@ const runs = Number(one("--runs", 200));
 const rounds = Number(one("--rounds", 4));
 const pkgs = all("--pkg").length ? all("--pkg") : ["pkg"];
 const now = () => performance.now();
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 const builds = [];
 for (const dir of pkgs) {
@@ -34,25 +30,18 @@ for (const dir of pkgs) {
   const m = js.Model.load(model);
   const o = m.optimize({ dims });
   const bench = new js.Bench(m, o.model(), { dims });
-  const repeat = bench.calibrate(1, now);
-  builds.push({ dir, bench, repeat, original: [], fused: [], report: o.report() });
+  const repeat = bench.calibrate(undefined, now);
+  builds.push({ dir, bench, repeat, report: o.report() });
 }
 // Rounds alternate the builds; inside a round Bench interleaves original and fused.
-for (let r = 0; r < rounds; r++)
-  for (const b of builds) {
-    const t = b.bench.step(Math.ceil(runs / rounds), now);
-    for (let i = 0; i < t.length; i += 2) {
-      b.original.push(t[i]);
-      b.fused.push(t[i + 1]);
-    }
-  }
-const first = median(builds[0].fused);
+for (let r = 0; r < rounds; r++) for (const b of builds) b.bench.step(Math.ceil(runs / rounds), now);
+const first = builds[0].bench.summary().optimized.median_ms;
 for (const b of builds) {
-  const mo = median(b.original);
-  const mf = median(b.fused);
+  const s = b.bench.summary();
+  const [mo, mf] = [s.original.median_ms, s.optimized.median_ms];
   console.log(
     `${b.dir}: ${b.report.nodes_before} -> ${b.report.nodes_after} nodes; original median ${mo.toFixed(4)} ms, ` +
-      `fused ${mf.toFixed(4)} ms, speedup ${(mo / mf).toFixed(2)}x (${b.original.length} runs, ${b.repeat} per sample)` +
+      `fused ${mf.toFixed(4)} ms, speedup ${s.speedup.toFixed(2)}x (${s.samples} runs, ${s.repeat} per sample)` +
       (builds.length > 1 ? `; fused time vs ${builds[0].dir}: ${(mf / first).toFixed(2)}x` : ""),
   );
 }

@@ -1,6 +1,7 @@
 //! fuselab: parse ONNX models, fuse adjacent operators into semantics-preserving fused nodes,
 //! and execute graphs on a reference backend (native and wasm).
 
+pub mod bench;
 pub mod builder;
 pub mod error;
 pub mod io;

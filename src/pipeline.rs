@@ -1,16 +1,60 @@
-//! The optimize job shared by the CLI and (later) the wasm facade: run the rules, then compare
-//! original and optimized outputs on seeded random inputs, and build the report.
+//! The jobs shared by the CLI and the wasm facade: optimize (run the rules, then compare original
+//! and optimized outputs on seeded random inputs, and build the report), and the graph a backend
+//! runs for an optimized model (`for_backend`).
 
 use std::collections::HashMap;
 
 use crate::ir::Model;
 use crate::limits::Limits;
-use crate::passes::{rules, Engine, Rule, ALL_RULES};
+use crate::passes::{rules, Engine, Rule, ALL_RULES, BACKEND_LOWERING_RULES};
 use crate::report::{self, OptimizeReport};
 use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
 use crate::runtime::parity::{compare, DEFAULT_TOLERANCE};
 use crate::runtime::reference::Executor;
 use crate::{Error, Result};
+
+/// Where a graph runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(clap::ValueEnum))]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// ndarray kernels on the CPU (the parity reference)
+    #[default]
+    Reference,
+    /// WGSL kernels through wgpu (natively Vulkan, Mesa's lavapipe without a GPU; in a browser
+    /// its WebGPU)
+    Webgpu,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Reference => "reference",
+            Backend::Webgpu => "webgpu",
+        }
+    }
+}
+
+/// The graph `backend` runs in place of `optimized`, a model the default rules optimized. The
+/// WebGPU backend also gets its lowering (`passes::BACKEND_LOWERING_RULES`: elementwise chains
+/// as one generated kernel, ops that onnxruntime cannot run, so never in a saved model); the
+/// reference backend runs the model as it is. The CLI's `bench` and the wasm `GpuBench` (the
+/// page's WebGPU benchmark) both take the optimized graph from here, so they time the same one.
+pub fn for_backend(optimized: &Model, backend: Backend) -> Result<Model> {
+    let mut m = optimized.clone();
+    if backend == Backend::Webgpu {
+        // With the default rules, so that the lowering's leftovers get the same cleanup as in
+        // one run of all of them (a model at their fixed point sweeps them once, unchanged).
+        let names: Vec<&str> = ALL_RULES
+            .iter()
+            .chain(BACKEND_LOWERING_RULES.iter())
+            .copied()
+            .collect();
+        Engine::new(rules(&names)?).run(&mut m)?;
+    }
+    Ok(m)
+}
 
 #[derive(Clone, Debug)]
 pub struct OptimizeOptions {

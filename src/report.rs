@@ -10,6 +10,7 @@ use crate::passes::{Rejection, RewriteEvent, StopReason, Trace};
 use crate::runtime::parity::ParityReport;
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct OptimizeReport {
     pub nodes_before: usize,
     pub nodes_after: usize,

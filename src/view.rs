@@ -17,18 +17,19 @@ use crate::onnx::proto::{attribute_type as at, AttributeProto};
 use crate::passes::RewriteEvent;
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct GraphView {
     pub nodes: Vec<NodeView>,
     pub edges: Vec<EdgeView>,
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct NodeView {
     /// Unique within the view: `n<id>` for operators, `in:<name>` / `out:<name>` for the
     /// graph's inputs and outputs.
     pub id: String,
-    /// "op", "input" or "output".
-    pub kind: &'static str,
+    pub kind: NodeKind,
     /// The node's name (or `Op#id` when unnamed); the value's name for inputs and outputs.
     pub name: String,
     pub op_type: String,
@@ -42,13 +43,25 @@ pub struct NodeView {
     pub fused_into: Option<String>,
 }
 
+/// An operator, or one of the graph's inputs or outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    Op,
+    Input,
+    Output,
+}
+
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Fused {
     pub rule: String,
     pub replaced: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct PortView {
     pub name: String,
     pub dtype: Option<String>,
@@ -59,6 +72,7 @@ pub struct PortView {
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct EdgeView {
     pub from: String,
     pub to: String,
@@ -137,7 +151,7 @@ pub fn graph_view(model: &Model, prov: Option<&Provenance>) -> GraphView {
         }
         nodes.push(NodeView {
             id: format!("in:{}", g.name(v)),
-            kind: "input",
+            kind: NodeKind::Input,
             name: g.name(v).to_string(),
             op_type: "Input".into(),
             domain: String::new(),
@@ -153,7 +167,7 @@ pub fn graph_view(model: &Model, prov: Option<&Provenance>) -> GraphView {
         let name = n.label(id);
         nodes.push(NodeView {
             id: node_key(id),
-            kind: "op",
+            kind: NodeKind::Op,
             op_type: n.op_type.clone(),
             domain: n.domain.clone(),
             attributes: n
@@ -195,7 +209,7 @@ pub fn graph_view(model: &Model, prov: Option<&Provenance>) -> GraphView {
         });
         nodes.push(NodeView {
             id,
-            kind: "output",
+            kind: NodeKind::Output,
             name: g.name(v).to_string(),
             op_type: "Output".into(),
             domain: String::new(),

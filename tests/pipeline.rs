@@ -5,7 +5,7 @@ mod common;
 use fuselab::builder::{sym, GraphBuilder};
 use fuselab::ir::{Model, Node, NodeId};
 use fuselab::passes::{Anchors, Patch, Proposal, Rule, RuleKind};
-use fuselab::pipeline::{optimize, optimize_with, OptimizeOptions};
+use fuselab::pipeline::{for_backend, optimize, optimize_with, Backend, OptimizeOptions};
 use fuselab::DType;
 
 /// A wrong rule on purpose: Relu(x) → Neg(x).
@@ -113,4 +113,75 @@ fn unsupported_ops_are_all_named() {
         "{err}"
     );
     assert!(err.ends_with("; also missing: Acos (ai.onnx)"), "{err}");
+}
+
+/// Each node as (name, domain, op type), in the graph's order.
+fn node_list(m: &Model) -> Vec<(String, String, String)> {
+    let g = &m.graph;
+    g.node_ids()
+        .map(|id| {
+            let n = g.node(id);
+            (n.label(id), n.domain.clone(), n.op_type.clone())
+        })
+        .collect()
+}
+
+/// `Relu(Mul(Add(x, y), 0.5))` over f32 [N, 3]: a chain no default rule fuses.
+fn elementwise_chain() -> Model {
+    let mut b = GraphBuilder::new("chain", 17);
+    let x = b.input("x", DType::F32, vec![sym("N"), fuselab::ir::Dim::Known(3)]);
+    let y = b.input("y", DType::F32, vec![sym("N"), fuselab::ir::Dim::Known(3)]);
+    let half = b.initializer(
+        "half",
+        &fuselab::Tensor::F32(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), 0.5)),
+    );
+    let s = b.op("Add", &[x, y], vec![]);
+    let p = b.op("Mul", &[s, half], vec![]);
+    let r = b.op("Relu", &[p], vec![]);
+    b.output(r, "Y");
+    b.build()
+}
+
+/// `for_backend` is the one place the WebGPU backend's lowering is applied: the reference
+/// backend runs the optimized graph as it is; WebGPU gets the graph that one engine run of the
+/// default rules and the lowering makes from the original (what `fuselab bench --backend webgpu`
+/// timed before); and both front ends that bench on WebGPU take their graph from it.
+#[test]
+fn for_backend_lowers_for_webgpu_only_and_both_front_ends_use_it() {
+    let limits = fuselab::Limits::default();
+    let gpt2 = common::repo().join("tests/models/gpt2_tiny.onnx");
+    let gpt2 = fuselab::io::load_file(&gpt2, &limits).unwrap();
+    let opts = OptimizeOptions {
+        parity: false,
+        ..Default::default()
+    };
+    let names: Vec<&str> = fuselab::passes::ALL_RULES
+        .iter()
+        .chain(fuselab::passes::BACKEND_LOWERING_RULES.iter())
+        .copied()
+        .collect();
+    for original in [gpt2, elementwise_chain()] {
+        let (optimized, _) = optimize(&original, &opts, &|| 0.0).unwrap();
+        let reference = for_backend(&optimized, Backend::Reference).unwrap();
+        assert_eq!(node_list(&reference), node_list(&optimized));
+        let gpu = for_backend(&optimized, Backend::Webgpu).unwrap();
+        let mut at_once = original.clone();
+        fuselab::passes::optimize(&mut at_once, &names).unwrap();
+        assert_eq!(node_list(&gpu), node_list(&at_once));
+    }
+
+    // On GPT-2 the named fusions leave no chain; here the lowering is all there is.
+    let chain = elementwise_chain();
+    let (optimized, _) = optimize(&chain, &opts, &|| 0.0).unwrap();
+    assert_eq!(optimized.graph.node_count(), 3);
+    let gpu = for_backend(&optimized, Backend::Webgpu).unwrap();
+    let ops: Vec<String> = node_list(&gpu).into_iter().map(|n| n.2).collect();
+    assert_eq!(ops, ["FusedElementwise"]);
+    assert_eq!(common::parity(&chain, &gpu, &[("N", 5)]).max_abs_diff, 0.0);
+
+    // The CLI's bench and the wasm GpuBench (the page's WebGPU benchmark) call it.
+    for file in ["src/cli/bench.rs", "src/wasm/bench.rs"] {
+        let src = std::fs::read_to_string(common::repo().join(file)).unwrap();
+        assert!(src.contains("pipeline::for_backend("), "{file}");
+    }
 }

@@ -7,7 +7,7 @@
 //!    cargo test --target wasm32-unknown-unknown --test wasm`
 #![cfg(target_arch = "wasm32")]
 
-use fuselab::wasm::{Bench, GpuModel, WasmModel};
+use fuselab::wasm::{Bench, GpuBench, GpuModel, WasmModel};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 
@@ -98,10 +98,29 @@ fn runs_given_inputs_and_benches_both_graphs() {
     // Each entry is a number the clock produced (the clock is the page's; how long a run takes
     // is not this test's business).
     assert!(times.iter().all(|t| t.is_finite()), "{times:?}");
-    // TODO(bench-policy): fake clock
-    // Calibration doubles the runs per sample until one takes 2 ms: an 8×8 run takes microseconds.
-    let repeat = b.calibrate(2.0, &now).unwrap();
-    assert!(repeat > 1, "{repeat}");
+    // A fake clock, read once per sample: 3 warm-up pairs ending at 1 s, then 3 trial pairs at
+    // 1, 2, 4 and 8 runs per sample, the fastest sample reading 0.25, 0.5, 0.75 and 1 ms:
+    // calibration stops at 8. Then one pair: original 4 ms, optimized 2 ms for 8 runs each.
+    let mut t = vec![0.0; 6];
+    t.push(1000.0);
+    for dt in [0.25, 0.5, 0.75, 1.0] {
+        for _ in 0..6 {
+            t.push(t.last().unwrap() + dt);
+        }
+    }
+    let end = *t.last().unwrap();
+    t.extend([end + 10.0, end + 14.0, end + 16.0]);
+    let script = js_sys::Function::new_with_args("t", "let i = 0; return () => t[i++];");
+    let fake: js_sys::Function = script
+        .call1(&JsValue::NULL, &js_sys::Float64Array::from(&t[..]))
+        .unwrap()
+        .into();
+    let repeat = b.calibrate(Some(1.0), &fake).unwrap();
+    assert_eq!(repeat, 8);
+    assert_eq!(b.step(1, &fake).unwrap(), [0.5, 0.25]);
+    assert_eq!(json(&b.summary().unwrap())["speedup"], 2.0);
+    let e = error_text(b.step(1, &fake).err().unwrap());
+    assert!(e.contains("clock"), "the script is used up: {e}");
     assert_eq!(b.repeat(), repeat);
     assert_eq!(b.step(2, &now).unwrap().len(), 4);
     let broken: js_sys::Function = js_sys::Function::new_no_args("return 'soon'");
@@ -240,4 +259,84 @@ async fn webgpu_in_the_browser_matches_the_reference_backend() {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].1.max_abs_diff(&want[0].1), Some(0.0));
     }
+}
+
+/// `GpuBench`: the bench policy with runs on the browser's WebGPU (a scripted clock, read once
+/// per sample, gives exact figures), both graphs as the WebGPU backend runs them, and one
+/// `calibrate` or `step` at a time.
+#[wasm_bindgen_test]
+async fn gpu_bench_times_both_graphs_on_webgpu() {
+    use std::collections::HashMap;
+    use wasm_bindgen_futures::JsFuture;
+    let m = WasmModel::load(EXAMPLE, JsValue::UNDEFINED).unwrap();
+    let o = m.optimize(js(r#"{"dims": {"N": 33}}"#)).unwrap();
+    let dims = HashMap::from([("N".to_string(), 33usize)]);
+    let g = GpuBench::prepare_with(m.inner().clone(), o.model().inner().clone(), dims, 0)
+        .await
+        .unwrap_or_else(|e| panic!("no WebGPU in this browser: {e:?}"));
+    assert_eq!(
+        json(&g.dispatches().unwrap()),
+        serde_json::json!({"original": 2, "optimized": 1})
+    );
+    assert_eq!(
+        json(&g.nodes().unwrap()),
+        serde_json::json!({"original": 2, "optimized": 1})
+    );
+    // As for `Bench`: warm-up to 1 s, samples of 1, 2, 4, 8 runs; 8 reaches 1 ms.
+    let mut t = vec![0.0; 6];
+    t.push(1000.0);
+    for dt in [0.25, 0.5, 0.75, 1.0] {
+        for _ in 0..6 {
+            t.push(t.last().unwrap() + dt);
+        }
+    }
+    let end = *t.last().unwrap();
+    t.extend([end + 10.0, end + 14.0, end + 16.0]);
+    let script = js_sys::Function::new_with_args("t", "let i = 0; return () => t[i++];");
+    let fake: js_sys::Function = script
+        .call1(&JsValue::NULL, &js_sys::Float64Array::from(&t[..]))
+        .unwrap()
+        .into();
+    let repeat = JsFuture::from(g.calibrate(Some(1.0), fake.clone()))
+        .await
+        .unwrap();
+    assert_eq!(repeat.as_f64(), Some(8.0));
+    assert_eq!(g.repeat(), 8);
+    let times = JsFuture::from(g.step(1, fake)).await.unwrap();
+    assert_eq!(js_sys::Float64Array::from(times).to_vec(), [0.5, 0.25]);
+    let summary = json(&g.summary().unwrap());
+    assert_eq!(summary["samples"], 1);
+    assert_eq!(summary["speedup"], 2.0);
+
+    let now = js_sys::Function::new_no_args("return performance.now()");
+    let first = g.step(1, now.clone());
+    let second = JsFuture::from(g.step(1, now)).await;
+    let e: js_sys::Error = second.err().unwrap().dyn_into().unwrap();
+    assert!(String::from(e.message()).contains("still running"));
+    let first = js_sys::Float64Array::from(JsFuture::from(first).await.unwrap());
+    assert_eq!(first.length(), 2);
+
+    // The optimized graph as the WebGPU backend runs it (`pipeline::for_backend`, as in
+    // `fuselab bench --backend webgpu`): `Relu(Mul(Add(x, y), 0.5))`, which no default rule
+    // fuses, is one FusedElementwise kernel.
+    use fuselab::builder::{sym, GraphBuilder};
+    let mut b = GraphBuilder::new("chain", 17);
+    let x = b.input("x", fuselab::DType::F32, vec![sym("N")]);
+    let y = b.input("y", fuselab::DType::F32, vec![sym("N")]);
+    let half = fuselab::Tensor::F32(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), 0.5));
+    let half = b.initializer("half", &half);
+    let s = b.op("Add", &[x, y], vec![]);
+    let p = b.op("Mul", &[s, half], vec![]);
+    let r = b.op("Relu", &[p], vec![]);
+    b.output(r, "Y");
+    let chain = b.build();
+    let opts = fuselab::pipeline::OptimizeOptions::default();
+    let (optimized, _) = fuselab::pipeline::optimize(&chain, &opts, &|| 0.0).unwrap();
+    let dims = HashMap::from([("N".to_string(), 5usize)]);
+    let g = GpuBench::prepare_with(chain, optimized, dims, 0)
+        .await
+        .unwrap();
+    let want = serde_json::json!({"original": 3, "optimized": 1});
+    assert_eq!(json(&g.nodes().unwrap()), want);
+    assert_eq!(json(&g.dispatches().unwrap()), want);
 }

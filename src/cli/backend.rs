@@ -2,8 +2,6 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
 use crate::ir::Model;
 use crate::limits::Limits;
 use crate::runtime::reference::Executor;
@@ -11,23 +9,9 @@ use crate::runtime::webgpu::{Gpu, GpuSession};
 use crate::tensor::Tensor;
 use crate::Result;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Backend {
-    /// ndarray kernels on the CPU (the parity reference)
-    Reference,
-    /// WGSL kernels through wgpu (Vulkan; Mesa's lavapipe without a GPU)
-    Webgpu,
-}
+pub(crate) use crate::pipeline::Backend;
 
 impl Backend {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Backend::Reference => "reference",
-            Backend::Webgpu => "webgpu",
-        }
-    }
-
     /// The device, for webgpu. No adapter is an error that names the way back.
     pub(crate) fn gpu(self) -> Result<Option<Gpu>> {
         match self {

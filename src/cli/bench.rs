@@ -1,5 +1,6 @@
-//! `fuselab bench`: original vs optimized on the same inputs, in one process, interleaved (the
-//! order alternates every run), so machine noise hits both alike and the ratio means something.
+//! `fuselab bench`: original vs optimized on the same inputs, in one process, under the policy of
+//! `crate::bench` (interleaved, the order alternating every pair, so machine noise hits both
+//! alike and the ratio means something) with the native clock.
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -11,13 +12,14 @@ use serde::Serialize;
 
 use super::backend::{Backend, Runner};
 use super::{load, ms, RunArgs};
+use crate::bench::{Bench, Graph, Pair, Policy, Timing};
 use crate::ir::model::display_domain;
 use crate::ir::{Model, NodeId};
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::parity::compare;
 use crate::runtime::reference::{Executor, StepObserver};
 use crate::tensor::Tensor;
-use crate::{passes, Result};
+use crate::{passes, pipeline, Result};
 
 #[derive(Args)]
 pub(crate) struct BenchArgs {
@@ -27,9 +29,9 @@ pub(crate) struct BenchArgs {
     runs: usize,
     /// Untimed runs of each graph first.
     #[arg(long, default_value_t = 10)]
-    warmup: usize,
-    /// Comma-separated rules for the optimized graph (default: every rule but the opt-in ones;
-    /// see `optimize --help`).
+    warmup: u32,
+    /// Comma-separated rules for the optimized graph (default: every rule but the opt-in ones,
+    /// and on webgpu the backend's lowering too; see `optimize --help`).
     #[arg(long, value_delimiter = ',')]
     rules: Vec<String>,
     /// Print JSON instead of text.
@@ -47,18 +49,6 @@ pub(crate) struct BenchArgs {
 }
 
 #[derive(Serialize)]
-struct Timing {
-    median_ms: f64,
-    min_ms: f64,
-}
-
-#[derive(Serialize)]
-struct Dispatches {
-    original: usize,
-    optimized: usize,
-}
-
-#[derive(Serialize)]
 struct BenchReport {
     backend: &'static str,
     /// The GPU adapter (webgpu).
@@ -66,7 +56,7 @@ struct BenchReport {
     adapter: Option<String>,
     /// Compute dispatches per run of each graph (webgpu).
     #[serde(skip_serializing_if = "Option::is_none")]
-    dispatches: Option<Dispatches>,
+    dispatches: Option<Pair<usize>>,
     runs: usize,
     original: Timing,
     optimized: Timing,
@@ -148,37 +138,15 @@ fn profile(model: &Model, ex: &Executor, inputs: &Inputs, runs: usize) -> Result
 
 type Inputs = HashMap<String, Tensor>;
 
-fn timing(mut v: Vec<f64>) -> Timing {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    let median = if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
-    Timing {
-        median_ms: median,
-        min_ms: v.first().copied().unwrap_or(f64::NAN),
-    }
-}
-
 pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
     let limits = args.run.common.limits();
     let original = load(&args.model, &limits)?;
     let mut optimized = original.clone();
-    let mut names: Vec<&str> = args.rules.iter().map(|s| s.as_str()).collect();
-    if names.is_empty() && args.backend == Backend::Webgpu {
-        // On the GPU the optimized graph also gets the backend's lowering (elementwise chains
-        // as one generated kernel); the original stays as it is.
-        names = passes::ALL_RULES
-            .iter()
-            .chain(passes::BACKEND_LOWERING_RULES.iter())
-            .copied()
-            .collect();
-    }
+    let names: Vec<&str> = args.rules.iter().map(|s| s.as_str()).collect();
     passes::optimize(&mut optimized, &names)?;
+    if names.is_empty() {
+        optimized = pipeline::for_backend(&optimized, args.backend)?;
+    }
     let inputs = random_inputs(
         &original,
         &HashMap::new(),
@@ -197,32 +165,30 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
     let out_a = ex_a.run(&inputs)?;
     let out_b = ex_b.run(&inputs)?;
     let diff = compare(&out_a, &out_b, f64::INFINITY).max_abs_diff;
-    for _ in 0..args.warmup {
-        ex_a.run(&inputs)?;
-        ex_b.run(&inputs)?;
-    }
+    let t0 = Instant::now();
+    let clock = || Ok::<f64, crate::Error>(ms(t0));
+    let run = |g: Graph| -> Result<()> {
+        let ex = if g == Graph::Original { &ex_a } else { &ex_b };
+        std::hint::black_box(ex.run(&inputs)?);
+        Ok(())
+    };
+    let mut bench = Bench::new(Policy::native(args.warmup));
+    bench.calibrate(None, clock, run)?;
     let progress = std::io::stderr().is_terminal() && !args.json;
-    let (mut ta, mut tb) = (Vec::with_capacity(args.runs), Vec::with_capacity(args.runs));
-    for i in 0..args.runs {
-        // Alternate which graph goes first so neither always runs on a warmer cache.
-        for first in [i % 2 == 0, i % 2 != 0] {
-            let t = Instant::now();
-            if first {
-                std::hint::black_box(ex_a.run(&inputs)?);
-                ta.push(ms(t));
-            } else {
-                std::hint::black_box(ex_b.run(&inputs)?);
-                tb.push(ms(t));
-            }
-        }
-        if progress && (i + 1) % (args.runs / 20).max(1) == 0 {
-            eprint!("\rbench: {}/{} runs", i + 1, args.runs);
+    let batch = (args.runs / 20).max(1);
+    let mut done = 0;
+    while done < args.runs {
+        let n = batch.min(args.runs - done);
+        bench.sample(n as u64, clock, run)?;
+        done += n;
+        if progress {
+            eprint!("\rbench: {done}/{} runs", args.runs);
         }
     }
     if progress {
         eprintln!();
     }
-    let (a, b) = (timing(ta), timing(tb));
+    let summary = bench.summary();
     let prof = match ex_b.executor() {
         Some(ex) if args.profile => Some(profile(&optimized, ex, &inputs, args.runs)?),
         _ => None,
@@ -231,16 +197,16 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
         backend: args.backend.name(),
         adapter: gpu.as_ref().map(|g| g.describe()),
         dispatches: match (ex_a.dispatches(), ex_b.dispatches()) {
-            (Some(original), Some(optimized)) => Some(Dispatches {
+            (Some(original), Some(optimized)) => Some(Pair {
                 original,
                 optimized,
             }),
             _ => None,
         },
         runs: args.runs,
-        speedup: a.median_ms / b.median_ms,
-        original: a,
-        optimized: b,
+        speedup: summary.speedup,
+        original: summary.original,
+        optimized: summary.optimized,
         max_abs_diff: diff,
         nodes_before: original.graph.node_count(),
         nodes_after: optimized.graph.node_count(),

@@ -249,6 +249,7 @@ impl<R: Rule + ?Sized> Rule for &R {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct NodeRef {
     pub name: String,
     pub op_type: String,
@@ -266,6 +267,7 @@ impl NodeRef {
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct RewriteEvent {
     pub rule: String,
     pub kind: RuleKind,
@@ -275,6 +277,7 @@ pub struct RewriteEvent {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Rejection {
     pub rule: String,
     /// The anchor node (name, or `Op#id` when unnamed).
@@ -284,6 +287,7 @@ pub struct Rejection {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// A full sweep of every rule changed nothing.

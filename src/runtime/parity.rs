@@ -8,6 +8,7 @@ use crate::tensor::Tensor;
 pub const DEFAULT_TOLERANCE: f64 = 1e-4;
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct ParityReport {
     pub max_abs_diff: f64,
     pub tolerance: f64,
@@ -17,6 +18,7 @@ pub struct ParityReport {
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct OutputDiff {
     pub name: String,
     pub max_abs_diff: Option<f64>,

@@ -126,7 +126,14 @@ test("20-run benchmarks on the reference and the WebGPU backend draw their chart
   await page.click("#bench-run");
   await page.waitForFunction(() => /speedup|failed/.test(document.getElementById("bench-result").textContent), null, { timeout: 120000 });
   const gpu = await page.textContent("#bench-result");
-  assert.match(gpu, /^webgpu backend, 20 .*speedup [\d.]+x\. 105 → 22 dispatches per run\./, gpu);
+  // The graphs `fuselab bench --backend webgpu` times (the fused one with the backend's lowering,
+  // from pipeline::for_backend in both): the same dispatches and nodes.
+  const args = ["bench", join(root, "tests/models/gpt2_tiny.onnx"), "--backend", "webgpu", "--json", "--runs", "1", "--warmup", "0"];
+  const cliB = JSON.parse(execFileSync(cli, [...args, "--dim", "batch=1", "--dim", "seq=8"], { encoding: "utf8" }));
+  assert.deepEqual(cliB.dispatches, { original: 105, optimized: 22 });
+  const same = `${cliB.dispatches.original} → ${cliB.dispatches.optimized} dispatches per run; ${cliB.nodes_before} → ${cliB.nodes_after} nodes`;
+  assert.match(gpu, /^webgpu backend, 20 .*speedup [\d.]+x\. /, gpu);
+  assert.ok(gpu.includes(same), `${gpu}\nCLI: ${same}`);
   console.log(`# ${gpu}`);
   assert.equal(await page.locator("#bench-chart .series.fused circle").count(), 20);
   await page.selectOption("#backend", "reference");

@@ -1,11 +1,6 @@
-// Per-run times of the original and the fused graph as an SVG scatter with median lines.
+// Per-run times of the original and the fused graph as an SVG scatter with their medians (as
+// the wasm bench computed them) drawn as lines.
 const NS = "http://www.w3.org/2000/svg";
-
-export function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
 
 function el(name, attrs, parent) {
   const e = document.createElementNS(NS, name);
@@ -14,7 +9,7 @@ function el(name, attrs, parent) {
   return e;
 }
 
-export function drawChart(svg, original, fused) {
+export function drawChart(svg, original, fused, medians) {
   const W = 720, H = 260, L = 64, R = 150, T = 14, B = 34;
   svg.replaceChildren();
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
@@ -32,10 +27,9 @@ export function drawChart(svg, original, fused) {
   }
   const xl = el("text", { x: (L + W - R) / 2, y: H - 8, "text-anchor": "middle", class: "tick" }, svg);
   xl.textContent = `run (1–${n})`;
-  for (const [series, cls, label] of [[original, "original", "original"], [fused, "fused", "fused"]]) {
+  for (const [series, m, cls, label] of [[original, medians[0], "original", "original"], [fused, medians[1], "fused", "fused"]]) {
     const g = el("g", { class: `series ${cls}` }, svg);
     series.forEach((v, i) => el("circle", { cx: x(i), cy: y(v), r: 2.2 }, g));
-    const m = median(series);
     el("line", { x1: L, y1: y(m), x2: W - R, y2: y(m), class: "median" }, g);
     const t = el("text", { x: W - R + 6, y: y(m) + 4, class: "legend" }, g);
     t.textContent = `${label} median ${m.toPrecision(3)} ms`;

@@ -1,6 +1,6 @@
 // The page: file drop / picker / samples → worker (wasm) → report, before/after graphs, bench.
 import { drawGraph, linkGraphs } from "./graph.js";
-import { drawChart, median } from "./chart.js";
+import { drawChart } from "./chart.js";
 
 const $ = (id) => document.getElementById(id);
 const worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
@@ -255,20 +255,23 @@ $("bench-form").addEventListener("submit", async (e) => {
     const r = await call("bench", { runs, dims: dims(), backend }, (p) => {
       bar.value = p.done;
     });
-    const mo = median(r.original_ms);
-    const mf = median(r.optimized_ms);
+    const s = r.summary; // the statistics come from the wasm (src/bench.rs), as in the CLI
+    const [mo, mf] = [s.original.median_ms, s.optimized.median_ms];
     const chart = $("bench-chart");
     chart.hidden = false;
-    drawChart(chart, r.original_ms, r.optimized_ms);
+    drawChart(chart, r.original_ms, r.optimized_ms, [mo, mf]);
     const per = r.repeat > 1
-      ? ` Each point is the mean of ${r.repeat} back-to-back runs, so that a point spans at least 1 ms of the browser's clock.`
+      ? ` Each point is the mean of ${r.repeat} back-to-back runs, so that a point spans enough of the browser's coarse clock to measure.`
       : "";
     const res = $("bench-result");
-    res.dataset.speedup = String(mo / mf);
-    const disp = r.dispatches ? ` ${r.dispatches[0]} → ${r.dispatches[1]} dispatches per run.` : "";
+    res.dataset.speedup = String(s.speedup);
+    const disp = r.dispatches
+      ? ` ${r.dispatches.original} → ${r.dispatches.optimized} dispatches per run; ${r.nodes.original} → ` +
+        `${r.nodes.optimized} nodes (on WebGPU the fused graph also gets the backend's elementwise lowering).`
+      : "";
     res.textContent =
-      `${backend} backend, ${runs} interleaved runs each after a 1 s warm-up: original median ${mo.toFixed(4)} ms, fused median ` +
-      `${mf.toFixed(4)} ms — speedup ${(mo / mf).toFixed(2)}x.${disp}${per}`;
+      `${backend} backend, ${s.samples} interleaved runs each after warm-up: original median ${mo.toFixed(4)} ms, fused median ` +
+      `${mf.toFixed(4)} ms — speedup ${s.speedup.toFixed(2)}x.${disp}${per}`;
   } catch (err) {
     $("bench-result").textContent = `Benchmark failed: ${err.message}`;
   } finally {

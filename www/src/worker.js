@@ -1,7 +1,7 @@
 // The page's wasm work, off the main thread: load, optimize (+ graph layout), bench, download.
 // Protocol: the page posts { id, cmd, ...args }; the worker answers { id, ok: true, result } or
 // { id, ok: false, error }, and for long work posts { id, progress: { done, total } } meanwhile.
-import init, { Model, Bench, GpuModel } from "../../pkg/fuselab.js";
+import init, { Model, Bench, GpuBench } from "../../pkg/fuselab.js";
 import { layoutGraph } from "./layout.js";
 
 const ready = init({ module_or_path: new URL("./fuselab_bg.wasm", import.meta.url) });
@@ -46,19 +46,24 @@ const commands = {
     return { report: optimized.report(), before, after, optimize_ms: t1 - t0, layout_ms: t2 - t1 };
   },
 
+  // Both backends run the bench policy of src/bench.rs (warm-up, runs per sample, which graph
+  // runs next, the statistics); this only asks for samples in batches, to report progress. On
+  // WebGPU both graphs are prepared once (pipelines, weights), the fused one with the backend's
+  // lowering as `fuselab bench --backend webgpu` runs it; each run uploads the inputs, submits
+  // every dispatch and reads the outputs back, as an application would.
   async bench({ runs, dims, backend }, progress) {
     if (!optimized) throw new Error("optimize first");
-    if (backend === "webgpu") return benchGpu(runs, dims, progress);
     const opt = optimized.model();
-    const bench = new Bench(original, opt, { dims, backend });
+    let bench = null;
     try {
-      const repeat = bench.calibrate(1, now);
+      bench = backend === "webgpu" ? await GpuBench.prepare(original, opt, { dims }) : new Bench(original, opt, { dims, backend });
+      const repeat = await bench.calibrate(undefined, now);
       const original_ms = [];
       const optimized_ms = [];
       const batch = Math.max(1, Math.ceil(runs / 50));
       for (let done = 0; done < runs; ) {
         const n = Math.min(batch, runs - done);
-        const t = bench.step(n, now);
+        const t = await bench.step(n, now);
         for (let i = 0; i < n; i++) {
           original_ms.push(t[2 * i]);
           optimized_ms.push(t[2 * i + 1]);
@@ -67,9 +72,10 @@ const commands = {
         progress({ done, total: runs });
         await new Promise((r) => setTimeout(r, 0)); // let progress messages out
       }
-      return { repeat, original_ms, optimized_ms };
+      const gpu = bench instanceof GpuBench ? { dispatches: bench.dispatches(), nodes: bench.nodes() } : {};
+      return { repeat, original_ms, optimized_ms, summary: bench.summary(), ...gpu };
     } finally {
-      bench.free();
+      bench?.free();
       opt.free();
     }
   },
@@ -79,36 +85,6 @@ const commands = {
     return optimized.bytes();
   },
 };
-
-// WebGPU: both graphs prepared once (pipelines, weights); each timed run uploads inputs,
-// submits every dispatch and reads the outputs back, as an application would.
-async function benchGpu(runs, dims, progress) {
-  const opt = optimized.model();
-  const a = await GpuModel.prepare(original, { dims });
-  const b = await GpuModel.prepare(opt, { dims });
-  try {
-    const go = (g) => g.run(undefined, { dims });
-    for (const start = now(); now() - start < 1000; ) {
-      await go(a);
-      await go(b);
-    }
-    const original_ms = [];
-    const optimized_ms = [];
-    for (let i = 0; i < runs; i++) {
-      for (const which of i % 2 ? [1, 0] : [0, 1]) {
-        const t0 = now();
-        await go(which ? b : a);
-        (which ? optimized_ms : original_ms).push(now() - t0);
-      }
-      if ((i + 1) % Math.max(1, Math.ceil(runs / 50)) === 0 || i + 1 === runs) progress({ done: i + 1, total: runs });
-    }
-    return { repeat: 1, original_ms, optimized_ms, dispatches: [a.dispatches(), b.dispatches()] };
-  } finally {
-    a.free();
-    b.free();
-    opt.free();
-  }
-}
 
 self.onmessage = async ({ data }) => {
   const { id, cmd, ...args } = data;

@@ -305,6 +305,9 @@ pub fn reduce_rows(rows: usize, len: usize, mean: bool) -> Dispatch {
     }
 }
 
+/// Gather along `axis`: out = data[..axis] ++ indices.shape ++ data[axis+1..]. Indices are
+/// i32; negative ones count from the end; out-of-range ones are clamped (a GPU kernel cannot
+/// fail; the reference backend reports them).
 pub fn gather(data: &[usize], indices: &[usize], axis: usize, ty: Ty) -> Dispatch {
     let out: Vec<usize> = data[..axis]
         .iter()

@@ -105,10 +105,6 @@ pub fn layer_norm(p: &LayerNorm) -> Result<Dispatch, String> {
     })
 }
 
-/// Gather along `axis`: out = data[..axis] ++ indices.shape ++ data[axis+1..]. Indices are
-/// i32; negative ones count from the end; out-of-range ones are clamped (a GPU kernel cannot
-/// fail; the reference backend reports them).
-
 /// Attention's second pass: one workgroup per (batch, head, query) over the packed [B·S, 3H]
 /// projection in `in0`: scores for every key into workgroup memory (scaled, then the padding
 /// mask `in1` [B, S] (int32, key kept where > 0) adds `filter` and causal later keys add the

@@ -1,6 +1,6 @@
 // Type-checked (tsc --strict --noEmit) against the packed package's generated fuselab.d.ts:
 // the API's option and result types are real types, and misuse does not compile.
-import init, { Bench, Model, rules, type GraphView, type OptimizeReport } from "fuselab";
+import init, { Bench, GpuBench, Model, rules, type BenchSummary, type GraphView, type OptimizeReport, type Pair } from "fuselab";
 
 export async function check(bytes: Uint8Array): Promise<number> {
   await init();
@@ -15,11 +15,27 @@ export async function check(bytes: Uint8Array): Promise<number> {
   const repeat: number = bench.calibrate(1, () => performance.now());
   const t: Float64Array = bench.step(4, () => performance.now());
   speedups.push(t[0] / t[1]);
+  const summary: BenchSummary = bench.summary();
+  speedups.push(summary.speedup, summary.original.median_ms);
+  // @ts-expect-error: a node's kind is "op", "input" or "output"
+  const kind: "edge" = after.nodes[0].kind;
+  // @ts-expect-error: the backend is "reference" or "webgpu"
+  new Bench(model, optimized.model(), { backend: "gpu" });
   // @ts-expect-error: nodes_after is a number
   report.nodes_after.toUpperCase();
   // @ts-expect-error: unknown option
   model.optimize({ rulez: [] });
   // @ts-expect-error: dims are numbers
   model.optimize({ dims: { N: "8" } });
-  return report.nodes_after + replaced.length + repeat + speedups.length;
+  return report.nodes_after + replaced.length + repeat + speedups.length + kind.length;
+}
+
+export async function checkGpu(model: Model, optimized: Model): Promise<number> {
+  const gpu: GpuBench = await GpuBench.prepare(model, optimized, { dims: { N: 8 } });
+  const repeat: number = await gpu.calibrate(undefined, () => performance.now());
+  const t: Float64Array = await gpu.step(2, () => performance.now());
+  const dispatches: Pair<number> = gpu.dispatches();
+  // @ts-expect-error: step resolves later (a Promise)
+  const now: Float64Array = gpu.step(2, () => performance.now());
+  return repeat + t.length + now.length + dispatches.optimized + gpu.nodes().original + gpu.summary().speedup;
 }

@@ -1,0 +1,161 @@
+//! JS values ↔ Rust: options and results through JSON, tensors as typed arrays, the caller's
+//! clock.
+
+use std::collections::HashMap;
+
+use ndarray::{ArrayD, IxDyn};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use crate::Tensor;
+
+/// Serializes through JSON: results are plain JS objects.
+pub(super) fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsError> {
+    let s = serde_json::to_string(v).map_err(super::err)?;
+    js_sys::JSON::parse(&s).map_err(|_| JsError::new("result is not JSON"))
+}
+
+/// Reads an options object (undefined or null: the defaults).
+pub(super) fn from_js<T: DeserializeOwned + Default>(
+    v: &JsValue,
+    what: &str,
+) -> Result<T, JsError> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(T::default());
+    }
+    let s: String = js_sys::JSON::stringify(v)
+        .map_err(|_| JsError::new(&format!("{what}: not a plain object")))?
+        .into();
+    serde_json::from_str(&s).map_err(|e| JsError::new(&format!("{what}: {e}")))
+}
+
+/// The caller's clock (`() => performance.now()`), in milliseconds.
+pub(super) fn clock(now: &js_sys::Function) -> impl Fn() -> Result<f64, JsError> + '_ {
+    move || {
+        now.call0(&JsValue::NULL)
+            .ok()
+            .and_then(|v| v.as_f64())
+            .filter(|t| t.is_finite())
+            .ok_or_else(|| JsError::new("bench clock did not return a finite number"))
+    }
+}
+
+fn dims_of(v: &JsValue, name: &str) -> Result<Vec<usize>, JsError> {
+    let shape = js_sys::Reflect::get(v, &"shape".into()).unwrap_or(JsValue::UNDEFINED);
+    let arr: js_sys::Array = shape
+        .dyn_into()
+        .map_err(|_| JsError::new(&format!("input '{name}': shape is not an array")))?;
+    arr.iter()
+        .map(|d| {
+            d.as_f64()
+                .filter(|x| *x >= 0.0 && x.fract() == 0.0 && *x <= u32::MAX as f64)
+                .map(|x| x as usize)
+                .ok_or_else(|| JsError::new(&format!("input '{name}': bad dim in shape")))
+        })
+        .collect()
+}
+
+/// `{ name: TensorValue }` (undefined or null: none).
+pub(super) fn tensors_from_js(v: &JsValue) -> Result<HashMap<String, Tensor>, JsError> {
+    let mut out = HashMap::new();
+    if v.is_undefined() || v.is_null() {
+        return Ok(out);
+    }
+    let obj: &js_sys::Object = v
+        .dyn_ref()
+        .ok_or_else(|| JsError::new("inputs: not an object"))?;
+    for entry in js_sys::Object::entries(obj).iter() {
+        let pair: js_sys::Array = entry.into();
+        let name = pair.get(0).as_string().unwrap_or_default();
+        let t = pair.get(1);
+        let dtype = js_sys::Reflect::get(&t, &"dtype".into())
+            .ok()
+            .and_then(|d| d.as_string())
+            .ok_or_else(|| JsError::new(&format!("input '{name}': dtype is not a string")))?;
+        let shape = dims_of(&t, &name)?;
+        let data = js_sys::Reflect::get(&t, &"data".into()).unwrap_or(JsValue::UNDEFINED);
+        let bad = || {
+            JsError::new(&format!(
+                "input '{name}': data is not a {dtype} typed array"
+            ))
+        };
+        // One arm per dtype: the typed array it must be, and the Tensor variant it becomes.
+        macro_rules! typed {
+            ($js:ty, $variant:ident) => {
+                Tensor::$variant(array(
+                    &name,
+                    &shape,
+                    data.dyn_ref::<$js>().ok_or_else(bad)?.to_vec(),
+                )?)
+            };
+        }
+        let tensor = match dtype.as_str() {
+            "float32" => typed!(js_sys::Float32Array, F32),
+            "float64" => typed!(js_sys::Float64Array, F64),
+            "int32" => typed!(js_sys::Int32Array, I32),
+            "int64" => typed!(js_sys::BigInt64Array, I64),
+            "bool" => {
+                let bytes = data.dyn_ref::<js_sys::Uint8Array>().ok_or_else(bad)?;
+                Tensor::Bool(array(
+                    &name,
+                    &shape,
+                    bytes.to_vec().into_iter().map(|b| b != 0).collect(),
+                )?)
+            }
+            d => {
+                return Err(JsError::new(&format!(
+                    "input '{name}': dtype '{d}' is not one of float32, float64, int32, int64, bool"
+                )))
+            }
+        };
+        out.insert(name, tensor);
+    }
+    Ok(out)
+}
+
+fn array<T>(name: &str, shape: &[usize], data: Vec<T>) -> Result<ArrayD<T>, JsError> {
+    let len = data.len();
+    ArrayD::from_shape_vec(IxDyn(shape), data).map_err(|_| {
+        JsError::new(&format!(
+            "input '{name}': {len} values do not fill shape {shape:?}"
+        ))
+    })
+}
+
+/// Graph outputs as `{ name: TensorValue }`.
+pub(super) fn outputs_to_js(outs: &[(String, Tensor)]) -> Result<JsValue, JsError> {
+    let result = js_sys::Object::new();
+    for (name, t) in outs {
+        js_sys::Reflect::set(&result, &name.into(), &tensor_to_js(t)?)
+            .map_err(|_| JsError::new("cannot build the result"))?;
+    }
+    Ok(result.into())
+}
+
+fn tensor_to_js(t: &Tensor) -> Result<JsValue, JsError> {
+    macro_rules! typed {
+        ($js:ty, $a:expr) => {
+            <$js>::from($a.iter().copied().collect::<Vec<_>>().as_slice()).into()
+        };
+    }
+    let data: JsValue = match t {
+        Tensor::F32(a) => typed!(js_sys::Float32Array, a),
+        Tensor::F64(a) => typed!(js_sys::Float64Array, a),
+        Tensor::I32(a) => typed!(js_sys::Int32Array, a),
+        Tensor::I64(a) => typed!(js_sys::BigInt64Array, a),
+        Tensor::Bool(a) => typed!(js_sys::Uint8Array, a.mapv(|b| b as u8)),
+    };
+    let o = js_sys::Object::new();
+    let shape = js_sys::Array::new();
+    for &d in t.shape() {
+        shape.push(&JsValue::from(d as f64));
+    }
+    let set = |k: &str, v: &JsValue| {
+        js_sys::Reflect::set(&o, &k.into(), v).map_err(|_| JsError::new("cannot build a tensor"))
+    };
+    set("dtype", &JsValue::from(t.dtype().name()))?;
+    set("shape", &shape)?;
+    set("data", &data)?;
+    Ok(o.into())
+}

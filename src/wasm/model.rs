@@ -1,0 +1,204 @@
+//! `Model` (a loaded ONNX model) and `Optimized` (what `Model.optimize` returns).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use tsify::Tsify;
+use wasm_bindgen::prelude::*;
+
+use super::convert::{from_js, outputs_to_js, tensors_from_js, to_js};
+use super::{err, OptimizeOptions, RunOptions};
+use crate::io::{load_bytes, to_bytes, ExternalData, LoadOptions};
+use crate::ir::Model;
+use crate::pipeline;
+use crate::report::OptimizeReport;
+use crate::runtime::inputs::random_inputs;
+use crate::runtime::reference::Executor;
+use crate::view::{graph_view, GraphView, NodeKind, PortView, Provenance};
+use crate::Limits;
+
+/// A loaded ONNX model.
+#[wasm_bindgen(js_name = Model)]
+pub struct WasmModel {
+    pub(super) model: Model,
+}
+
+/// What `Model.summary` returns.
+#[derive(Serialize, Tsify)]
+pub struct ModelSummary {
+    pub nodes: usize,
+    /// Op type → nodes.
+    pub ops: BTreeMap<String, usize>,
+    /// Domain ("" for the default) → opset version.
+    pub opsets: BTreeMap<String, i64>,
+    pub inputs: Vec<PortView>,
+    pub outputs: Vec<PortView>,
+}
+
+#[wasm_bindgen(js_class = Model)]
+impl WasmModel {
+    /// Parses .onnx bytes. `external`: `{ fileName: Uint8Array }` for tensors stored in external
+    /// data files (their `location`), or undefined.
+    pub fn load(
+        bytes: &[u8],
+        #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array> | undefined")]
+        external: JsValue,
+    ) -> Result<WasmModel, JsError> {
+        let mut files = HashMap::new();
+        if !external.is_undefined() && !external.is_null() {
+            let obj: &js_sys::Object = external
+                .dyn_ref()
+                .ok_or_else(|| JsError::new("external: not an object of file bytes"))?;
+            for entry in js_sys::Object::entries(obj).iter() {
+                let pair: js_sys::Array = entry.into();
+                let name = pair
+                    .get(0)
+                    .as_string()
+                    .ok_or_else(|| JsError::new("external: file name is not a string"))?;
+                let data: js_sys::Uint8Array = pair.get(1).dyn_into().map_err(|_| {
+                    JsError::new(&format!("external: '{name}' is not a Uint8Array"))
+                })?;
+                files.insert(name, data.to_vec());
+            }
+        }
+        let external = match files.is_empty() {
+            true => ExternalData::None,
+            false => ExternalData::Files(files),
+        };
+        let opts = LoadOptions {
+            limits: Limits::default(),
+            external,
+        };
+        Ok(WasmModel {
+            model: load_bytes(bytes, &opts).map_err(err)?,
+        })
+    }
+
+    /// Node count, op histogram, opsets, graph inputs and outputs.
+    #[wasm_bindgen(unchecked_return_type = "ModelSummary")]
+    pub fn summary(&self) -> Result<JsValue, JsError> {
+        let view = graph_view(&self.model, None);
+        let ports = |kind: NodeKind| {
+            view.nodes
+                .iter()
+                .filter(|n| n.kind == kind)
+                .flat_map(|n| n.inputs.iter().chain(&n.outputs).cloned())
+                .collect()
+        };
+        to_js(&ModelSummary {
+            nodes: self.model.graph.node_count(),
+            ops: crate::report::op_histogram(&self.model),
+            opsets: (self.model.proto.opset_import.iter())
+                .map(|o| (o.domain.clone(), o.version))
+                .collect(),
+            inputs: ports(NodeKind::Input),
+            outputs: ports(NodeKind::Output),
+        })
+    }
+
+    /// Nodes, attributes, shapes and edges, for drawing.
+    #[wasm_bindgen(unchecked_return_type = "GraphView")]
+    pub fn graph(&self) -> Result<JsValue, JsError> {
+        to_js(&graph_view(&self.model, None))
+    }
+
+    /// The model as .onnx bytes.
+    pub fn bytes(&self) -> Result<Vec<u8>, JsError> {
+        to_bytes(&self.model).map_err(err)
+    }
+
+    /// Runs the fusion rules, then (unless `parity: false`) compares original and optimized
+    /// outputs on seeded random inputs.
+    pub fn optimize(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "OptimizeOptions | undefined")] options: JsValue,
+    ) -> Result<Optimized, JsError> {
+        let o: OptimizeOptions = from_js(&options, "optimize options")?;
+        let defaults = pipeline::OptimizeOptions::default();
+        let opts = pipeline::OptimizeOptions {
+            rules: o.rules,
+            parity: o.parity.unwrap_or(true),
+            tolerance: o.tolerance.unwrap_or(defaults.tolerance),
+            dims: o.dims,
+            fix_dims: o.fix_dims,
+            seed: o.seed,
+            ..defaults
+        };
+        let clock = js_sys::Date::now;
+        let (optimized, report) = pipeline::optimize(&self.model, &opts, &clock).map_err(err)?;
+        let prov = Provenance::from_rewrites(&report.rewrites);
+        Ok(Optimized {
+            before: graph_view(&self.model, Some(&prov)),
+            after: graph_view(&optimized, Some(&prov)),
+            model: optimized,
+            report,
+        })
+    }
+
+    /// Runs the model once. `inputs`: `{ name: { dtype, shape, data } }`; inputs not given get
+    /// seeded random values sized by `options.dims`. Returns every graph output.
+    #[wasm_bindgen(unchecked_return_type = "Record<string, TensorValue>")]
+    pub fn run(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Record<string, TensorValue> | undefined")]
+        inputs: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RunOptions | undefined")] options: JsValue,
+    ) -> Result<JsValue, JsError> {
+        let o: RunOptions = from_js(&options, "run options")?;
+        o.check_reference()?;
+        let given = tensors_from_js(&inputs)?;
+        let limits = Limits::default();
+        let feeds = random_inputs(&self.model, &given, &o.dims, o.seed, &limits).map_err(err)?;
+        let ex = Executor::new(&self.model, &limits).map_err(err)?;
+        outputs_to_js(&ex.run(&feeds).map_err(err)?)
+    }
+}
+
+impl WasmModel {
+    /// The model inside (for Rust callers).
+    pub fn inner(&self) -> &Model {
+        &self.model
+    }
+}
+
+/// What `Model.optimize` returns.
+#[wasm_bindgen]
+pub struct Optimized {
+    model: Model,
+    report: OptimizeReport,
+    before: GraphView,
+    after: GraphView,
+}
+
+#[wasm_bindgen]
+impl Optimized {
+    /// The optimized model.
+    pub fn model(&self) -> WasmModel {
+        WasmModel {
+            model: self.model.clone(),
+        }
+    }
+
+    /// The optimized model as .onnx bytes.
+    pub fn bytes(&self) -> Result<Vec<u8>, JsError> {
+        to_bytes(&self.model).map_err(err)
+    }
+
+    /// The report (the CLI's REPORT.json).
+    #[wasm_bindgen(unchecked_return_type = "OptimizeReport")]
+    pub fn report(&self) -> Result<JsValue, JsError> {
+        to_js(&self.report)
+    }
+
+    /// The original graph; nodes a fusion replaced carry `fused_into`.
+    #[wasm_bindgen(js_name = graphBefore, unchecked_return_type = "GraphView")]
+    pub fn graph_before(&self) -> Result<JsValue, JsError> {
+        to_js(&self.before)
+    }
+
+    /// The optimized graph; fused nodes carry `fused` (rule and the nodes they replaced).
+    #[wasm_bindgen(js_name = graphAfter, unchecked_return_type = "GraphView")]
+    pub fn graph_after(&self) -> Result<JsValue, JsError> {
+        to_js(&self.after)
+    }
+}
