@@ -429,3 +429,25 @@ fn overflowing_declared_dims_in_shape_inference_do_not_panic() {
     assert!(shape[0].is_undecided(), "{shape:?}");
     assert_eq!(shape[1..], [Dim::Known(1 << 32), Dim::Known(2)]);
 }
+
+#[test]
+fn an_attribute_of_the_wrong_type_is_a_load_error_naming_node_and_attribute() {
+    let mut t = node("Transpose", &["X"], &["Y"]);
+    t.attribute.push(fuselab::ir::attr::float("perm", 1.0));
+    let m = model(graph(vec![t], vec![]));
+    check(
+        "wrong attribute type",
+        &m,
+        "Transpose node 'Transpose_Y': attribute 'perm' has the wrong type: INTS expected, found FLOAT",
+    );
+    // The same record on an op the registry does not know is not parsed: the model loads.
+    let mut u = node("SomeCustomOp", &["X"], &["Y"]);
+    u.domain = "com.example".into();
+    u.attribute.push(fuselab::ir::attr::float("perm", 1.0));
+    let mut m = model(graph(vec![u], vec![]));
+    m.opset_import.push(OperatorSetIdProto {
+        domain: "com.example".into(),
+        version: 1,
+    });
+    assert!(load_bytes(&m.encode_to_vec(), &LoadOptions::default()).is_ok());
+}

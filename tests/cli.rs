@@ -345,3 +345,22 @@ fn fix_dim_errors_name_the_problem() {
     ]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("contradicts"));
 }
+
+#[test]
+fn ops_lists_the_registry_and_prints_its_docs_table() {
+    let text = ok(&["ops"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ai.onnx") && l.contains(" Add ")),
+        "{text}"
+    );
+    assert!(
+        text.contains("com.microsoft") && text.contains("SkipLayerNormalization"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), fuselab::ops::registry().len());
+    let table = ok(&["ops", "--markdown"]);
+    let committed =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ops.md")).unwrap();
+    assert_eq!(table, committed, "docs/ops.md is `fuselab ops --markdown`");
+}

@@ -1,7 +1,15 @@
-//! Comparison and logical kernels: Equal, Less, LessOrEqual, Greater, GreaterOrEqual (numeric
-//! inputs of one type, bool output), And, Or, Xor, Not (bool only) and Where. All broadcast
-//! multidirectionally through `broadcast.rs`. Versions 13 to 23 of these ops only widened the type
-//! lists (Equal takes bool from 11, Where takes bfloat16 from 16), so nothing branches on the opset.
+//! ai.onnx comparisons, logic and Where. All broadcast multidirectionally (`broadcast.rs`).
+//!
+//! | op | versions | attributes | inputs -> output |
+//! |---|---|---|---|
+//! | Equal, Less, Greater | 1- | `broadcast`, `axis` (opsets < 7 only; refused) | A, B: T (numeric; Equal also bool from 11) -> C: bool |
+//! | LessOrEqual, GreaterOrEqual | 12- | none | A, B: T -> C: bool |
+//! | And, Or, Xor | 1- | as Equal | A, B: bool -> C: bool |
+//! | Not | 1- | none | X: bool -> Y: bool |
+//! | Where | 9- | none | condition: bool, X, Y: T -> output: T (from 16 T includes bfloat16) |
+//!
+//! Versions 7 (numpy broadcasting), 11, 13, 16 and 19 only widened the type lists, so nothing
+//! here branches on the opset.
 
 use ndarray::ArrayD;
 

@@ -155,7 +155,8 @@ impl Op for FusedGemm {
             Some(Ok(Activation::Relu)) => "max(v, 0.0)",
             Some(Ok(Activation::Tanh)) => "tanh_(v)",
             Some(Ok(Activation::Sigmoid)) => "1.0 / (1.0 + exp(-v))",
-            None => "v",
+            // As the reference kernel: no activation is not a FusedGemm (it would be a Gemm).
+            None => return Err("FusedGemm without an activation".into()),
             Some(Err(other)) => return Err(format!("FusedGemm activation '{other}'")),
         };
         lower_gemm(c, &self.gemm, act)
