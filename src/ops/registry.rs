@@ -100,7 +100,9 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "ReduceSum", 1, reduce::ReduceSum),
     op!(ONNX, "Softmax", 1, reduce::Softmax),
     // normalization and GELU (transformer.rs)
-    op!(ONNX, "LayerNormalization", 17, transformer::LayerNormalization),
+    // Standard from 17; onnxruntime also runs it in the default domain at older opsets (its
+    // contrib schema, same attributes), and so do we.
+    op!(ONNX, "LayerNormalization", 1, transformer::LayerNormalization),
     op!(MS, "SkipLayerNormalization", 1, transformer::SkipLayerNormalization),
     op!(MS, "Gelu", 1, gelu::Gelu),
     op!(MS, "FastGelu", 1, gelu::FastGelu),
@@ -216,9 +218,9 @@ mod tests {
         assert!(lookup("", "Conv", 13).is_none());
         assert!(lookup("", "SkipLayerNormalization", 17).is_none());
         assert!(lookup(MS, "SkipLayerNormalization", 1).is_some());
-        // LayerNormalization entered ai.onnx at 17; Reshape took its shape as an input from 5.
-        assert!(lookup("", "LayerNormalization", 16).is_none());
-        assert!(lookup("", "LayerNormalization", 17).is_some());
+        // Reshape took its shape as an input from 5; Erf exists from 9.
+        assert!(lookup("", "Erf", 8).is_none());
+        assert!(lookup("", "Erf", 9).is_some());
         assert!(lookup("", "Reshape", 4).is_none());
         assert_eq!(first_version("", "Reshape"), Some(5));
     }

@@ -3,7 +3,7 @@
 //!
 //! | op | domain, versions | attributes (default) | inputs -> outputs |
 //! |---|---|---|---|
-//! | LayerNormalization | ai.onnx 17- | `axis` (-1), `epsilon` (1e-5), `stash_type` (1) | X, Scale, B? -> Y, Mean?, InvStdDev? |
+//! | LayerNormalization | ai.onnx 17- (and 1-16 as onnxruntime's contrib schema) | `axis` (-1), `epsilon` (1e-5), `stash_type` (1) | X, Scale, B? -> Y, Mean?, InvStdDev? |
 //! | SkipLayerNormalization | com.microsoft 1 | `epsilon` (1e-12) | input, skip, gamma, beta?, bias? -> output, mean?, inv_std_var?, input_skip_bias_sum? |
 //!
 //! LayerNormalization entered ai.onnx at 17 and has not changed since (onnxruntime also has a
