@@ -30,6 +30,23 @@ def bench(binary, model, dims, runs):
     return j["original"]["median_ms"], j["optimized"]["median_ms"]
 
 
+OPTIMIZE = ["tests/models/gpt2_tiny.onnx", "tests/models/bert_tiny.onnx",
+            "tests/models/gpt2_tiny_op17.onnx", "tests/models/bert_tiny_op17.onnx"]
+
+
+def optimize(binary, model):
+    """(nodes before, nodes after, optimize_ms, max parity diff) of one `fuselab optimize`."""
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        rep = os.path.join(d, "r.json")
+        subprocess.run([binary, "optimize", model, "-o", os.path.join(d, "o.onnx"),
+                        "--report", rep], check=True, capture_output=True)
+        j = json.load(open(rep))
+    diff = max(o["max_abs_diff"] for o in j["parity"]["outputs"]) if j.get("parity") else None
+    return j["nodes_before"], j["nodes_after"], j["optimize_ms"], diff
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("old")
@@ -49,6 +66,22 @@ def main():
         print(f"| {model.split('/')[-1]} | {' '.join(d for d in dims if d != '--dim')} | "
               f"{oo:.4f} / {of:.4f} | {no:.4f} / {nf:.4f} | {oo / of:.2f}x | {no / nf:.2f}x | "
               f"{no / oo:.2f} | {nf / of:.2f} |", flush=True)
+    main_optimize(a)
+
+
+def main_optimize(a):
+    print()
+    print("| model | old nodes | new nodes | old optimize_ms (median) | new optimize_ms (median) | old / new parity max diff |")
+    print("|---|---|---|---:|---:|---|")
+    for model in OPTIMIZE:
+        res = {"old": [], "new": []}
+        for _ in range(max(a.rounds, 5)):
+            for k, b in (("old", a.old), ("new", a.new)):
+                res[k].append(optimize(b, model))
+        o, n = res["old"], res["new"]
+        print(f"| {model.split('/')[-1]} | {o[0][0]} -> {o[0][1]} | {n[0][0]} -> {n[0][1]} | "
+              f"{statistics.median(r[2] for r in o):.1f} | {statistics.median(r[2] for r in n):.1f} | "
+              f"{o[0][3]:.3g} / {n[0][3]:.3g} |", flush=True)
 
 
 if __name__ == "__main__":
