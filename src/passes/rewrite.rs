@@ -166,6 +166,7 @@ pub enum Proposal {
 
 /// What a rule does to a model, which decides where it runs and how its rewrites are reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(rename_all = "snake_case")]
 pub enum RuleKind {
     /// Removes or canonicalizes nodes (dead nodes, constants, shape chains); adds no fused op.
