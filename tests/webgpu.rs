@@ -257,6 +257,37 @@ fn softmax_reduce_layer_norms(gpu: &Gpu) {
         2e-6,
     );
     assert_eq!(n, 1, "SkipLayerNormalization is one dispatch");
+
+    // Without an `epsilon` attribute the op's default (1e-12) applies on both backends: rows of
+    // variance ~1e-8 normalize to O(1) values with it, and to ~0.03 of that with 1e-5 (the
+    // default the WebGPU lowering once used on its own).
+    let mut b = GraphBuilder::new("g", 17);
+    b.import("com.microsoft", 1);
+    let x = f32_in(&mut b, "x", &[2, 3, 64]);
+    let skip = f32_in(&mut b, "skip", &[2, 3, 64]);
+    let gamma = b.initializer("gamma", &Tensor::F32(ndarray::ArrayD::ones(vec![64])));
+    let outs = b.node(
+        "com.microsoft",
+        "SkipLayerNormalization",
+        &[Some(x), Some(skip), Some(gamma)],
+        1,
+        vec![],
+    );
+    b.output(outs[0], "y");
+    let tiny = |seed| {
+        Tensor::F32(
+            seeded_f32(&[2, 3, 64], seed)
+                .as_f32()
+                .unwrap()
+                .mapv(|v| v * 1e-4),
+        )
+    };
+    check(
+        gpu,
+        &b.build(),
+        &[("x", tiny(19)), ("skip", tiny(20))],
+        1e-3,
+    );
 }
 
 fn gelus_and_add_eyelike_are_one_dispatch_each(gpu: &Gpu) {
