@@ -115,6 +115,24 @@ fn unsupported_ops_are_all_named() {
     assert!(err.ends_with("; also missing: Acos (ai.onnx)"), "{err}");
 }
 
+#[test]
+fn an_op_below_its_first_covered_version_says_so() {
+    // Reshape took its target shape as an input from opset 5; at 4 it is an attribute.
+    let mut b = GraphBuilder::new("g", 4);
+    let x = b.input("X", DType::F32, vec![sym("N")]);
+    let y = b.op("Reshape", &[x], vec![]);
+    b.output(y, "Y");
+    let err = fuselab::runtime::reference::Executor::new(&b.build(), &Default::default())
+        .err()
+        .expect("unsupported")
+        .to_string();
+    assert_eq!(
+        err,
+        "unsupported op Reshape (domain 'ai.onnx') at node 'reshape_1'; \
+         Reshape is covered from opset 5; the model imports 4"
+    );
+}
+
 /// Each node as (name, domain, op type), in the graph's order.
 fn node_list(m: &Model) -> Vec<(String, String, String)> {
     let g = &m.graph;

@@ -102,7 +102,22 @@ fn unary_and_binary_ops_broadcast(gpu: &Gpu) {
         assert_eq!(n, 1, "{op}");
     }
     for op in [
-        "Neg", "Abs", "Sqrt", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Relu",
+        "Neg",
+        "Abs",
+        "Sqrt",
+        "Exp",
+        "Log",
+        "Erf",
+        "Tanh",
+        "Sigmoid",
+        "Relu",
+        "Cos",
+        "Sin",
+        "Reciprocal",
+        "Floor",
+        "Ceil",
+        "Round",
+        "Sign",
     ] {
         let mut b = GraphBuilder::new("g", 17);
         let x = f32_in(&mut b, "x", &[300]);

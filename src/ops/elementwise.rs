@@ -7,6 +7,12 @@
 //! | Neg, Abs, Relu | 1-14 | none (`consumed_inputs` before 6, ignored) | X: T -> Y: T; T float or signed int |
 //! | Sqrt, Exp, Log, Tanh, Sigmoid | 1-13 | none | X: T -> Y: T; T float |
 //! | Erf | 9-13 | none | X: T -> Y: T |
+//! | Cos, Sin | 7- | none | X: T -> Y: T; T float |
+//! | Reciprocal, Floor, Ceil | 1- (6, 13: types only) | none | X: T -> Y: T; T float |
+//! | Round | 11- | none | halves to even |
+//! | Sign | 9- | none | X: T -> Y: T; T float or int (-1, 0, 1) |
+//! | IsNaN | 9- | none | X: float -> Y: bool |
+//! | IsInf | 10- | `detect_negative` (1), `detect_positive` (1) | X: float -> Y: bool |
 //!
 //! Versions 7 (numpy broadcasting replaced the `broadcast`/`axis` attributes), 13 and 14
 //! (bfloat16 and more integer types) and 15 (Pow's types) changed no computed value for the
@@ -220,6 +226,85 @@ unary_ops! {
     Tanh => tanh, wgsl: |c| c.ew(1, "tanh_(v0)");
     Sigmoid => sigmoid, wgsl: |c| c.ew(1, "1.0 / (1.0 + exp(-v0))");
     Relu => relu, wgsl: |c| c.ew(1, &format!("max(v0, {})", c.ty(0)?.zero()));
+    Cos => cos, wgsl: |c| float_ew(c, "cos(v0)");
+    Sin => sin, wgsl: |c| float_ew(c, "sin(v0)");
+    Reciprocal => reciprocal, wgsl: |c| float_ew(c, "1.0 / v0");
+    Floor => floor, wgsl: |c| float_ew(c, "floor(v0)");
+    Ceil => ceil, wgsl: |c| float_ew(c, "ceil(v0)");
+    Round => round, wgsl: |c| float_ew(c, "round(v0)");
+    Sign => sign, wgsl: |c| float_ew(c, "sign(v0)");
+}
+
+/// A float32-only WGSL expression of input 0 (the GPU holds ints as i32, where these differ).
+fn float_ew(c: &NodeCtx, expr: &str) -> Result<Lowered, String> {
+    if c.ty(0)? != Ty::F32 {
+        return Err(format!("{} is float32-only on webgpu", c.node.op_type));
+    }
+    c.ew(1, expr)
+}
+
+super::plain_ops!(IsNaN);
+
+impl Op for IsNaN {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![TensorType {
+            dtype: Some(crate::tensor::DType::BOOL),
+            shape: cx.input(0).shape,
+        }]
+    }
+    fn kernel(&self) -> Kernel {
+        is_nan
+    }
+}
+
+#[derive(Debug)]
+pub struct IsInf {
+    pub detect_negative: bool,
+    pub detect_positive: bool,
+}
+
+impl IsInf {
+    pub fn parse(a: &Attrs) -> Result<Box<dyn Op>, String> {
+        Ok(Box::new(IsInf {
+            detect_negative: a.flag("detect_negative", true)?,
+            detect_positive: a.flag("detect_positive", true)?,
+        }))
+    }
+}
+
+impl Op for IsInf {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![TensorType {
+            dtype: Some(crate::tensor::DType::BOOL),
+            shape: cx.input(0).shape,
+        }]
+    }
+    fn kernel(&self) -> Kernel {
+        is_inf
+    }
+}
+
+/// IsNaN (9, 13, 20): true where the float element is NaN.
+pub fn is_nan(_ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "IsNaN";
+    Ok(vec![Tensor::Bool(match input(OP, inputs, 0)? {
+        Tensor::F32(a) => a.mapv(f32::is_nan),
+        Tensor::F64(a) => a.mapv(f64::is_nan),
+        other => return Err(unsupported_type(OP, other.dtype())),
+    })])
+}
+
+/// IsInf (10, 20): true where the float element is an infinity of a detected sign.
+pub fn is_inf(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "IsInf";
+    let a = ctx.attrs::<IsInf>()?;
+    let (neg, pos) = (a.detect_negative, a.detect_positive);
+    let hit = move |v: f64| v.is_infinite() && if v > 0.0 { pos } else { neg };
+    Ok(vec![Tensor::Bool(match input(OP, inputs, 0)? {
+        Tensor::F32(a) => a.mapv(|v| hit(v as f64)),
+        Tensor::F64(a) => a.mapv(hit),
+        other => return Err(unsupported_type(OP, other.dtype())),
+    })])
 }
 
 fn arith<O: BinOp>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
@@ -411,6 +496,42 @@ float_unary!(
     "Erf",
     f32 | x | unary_f32(UnaryOp::Erf, x),
     f64 | x | ErfF64::onnx_erf(x)
+);
+
+float_unary!(cos, "Cos", f32 | x | x.cos(), f64 | x | x.cos());
+float_unary!(sin, "Sin", f32 | x | x.sin(), f64 | x | x.sin());
+float_unary!(
+    reciprocal,
+    "Reciprocal",
+    f32 | x | 1.0 / x,
+    f64 | x | 1.0 / x
+);
+float_unary!(floor, "Floor", f32 | x | x.floor(), f64 | x | x.floor());
+float_unary!(ceil, "Ceil", f32 | x | x.ceil(), f64 | x | x.ceil());
+// Round: halves to even, as the spec (and numpy) say.
+float_unary!(
+    round,
+    "Round",
+    f32 | x | x.round_ties_even(),
+    f64 | x | x.round_ties_even()
+);
+// Sign: -1, 0 or 1 (NaN stays NaN for floats).
+num_unary!(
+    sign,
+    "Sign",
+    f32 | x
+        | if x == 0.0 || x.is_nan() {
+            x
+        } else {
+            x.signum()
+        },
+    f64 | x
+        | if x == 0.0 || x.is_nan() {
+            x
+        } else {
+            x.signum()
+        },
+    int | v | v.signum()
 );
 
 num_unary!(

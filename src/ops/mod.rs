@@ -259,13 +259,14 @@ pub fn parse_any_version(node: &Node) -> Option<OpRef<'_>> {
     }
 }
 
-/// The op as an "unsupported op" message names it: its type, plus the version story when the
-/// registry covers it at other opset versions only (e.g. `Reshape-4 (covered from opset 5)`).
-pub fn describe(node: &Node, opset: i64) -> String {
-    match registry::first_version(&node.domain, &node.op_type) {
-        Some(first) if first > opset => {
-            format!("{}-{opset} (covered from opset {first})", node.op_type)
-        }
-        _ => node.op_type.clone(),
-    }
+/// Why an op the registry knows is still unsupported at `opset`, for the "unsupported op"
+/// message: e.g. "Reshape is covered from opset 5; the model imports 4".
+pub fn version_note(node: &Node, opset: i64) -> Option<String> {
+    let first = registry::first_version(&node.domain, &node.op_type)?;
+    (first > opset).then(|| {
+        format!(
+            "{} is covered from opset {first}; the model imports {opset}",
+            node.op_type
+        )
+    })
 }

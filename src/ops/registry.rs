@@ -58,6 +58,15 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "Sqrt", 1, elementwise::Sqrt),
     op!(ONNX, "Sub", 1, elementwise::Sub),
     op!(ONNX, "Tanh", 1, elementwise::Tanh),
+    op!(ONNX, "Cos", 7, elementwise::Cos),
+    op!(ONNX, "Sin", 7, elementwise::Sin),
+    op!(ONNX, "Reciprocal", 1, elementwise::Reciprocal),
+    op!(ONNX, "Floor", 1, elementwise::Floor),
+    op!(ONNX, "Ceil", 1, elementwise::Ceil),
+    op!(ONNX, "Round", 11, elementwise::Round),
+    op!(ONNX, "Sign", 9, elementwise::Sign),
+    op!(ONNX, "IsNaN", 9, elementwise::IsNaN),
+    op!(ONNX, "IsInf", 10, elementwise::IsInf),
     // ai.onnx: comparisons, logic, Where (compare.rs)
     op!(ONNX, "And", 1, compare::And),
     op!(ONNX, "Equal", 1, compare::Equal),
@@ -187,7 +196,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(OPS.len(), 57);
+        assert_eq!(OPS.len(), 66);
     }
 
     #[test]

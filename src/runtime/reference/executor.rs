@@ -81,10 +81,7 @@ impl<'m> Executor<'m> {
         let mut missing: Vec<(String, String)> = Vec::new();
         for &id in &order {
             let n = g.node(id);
-            let key = (
-                ops::describe(n, opset_of(id)),
-                display_domain(&n.domain).to_string(),
-            );
+            let key = (n.op_type.clone(), display_domain(&n.domain).to_string());
             if ops::lookup(&n.domain, &n.op_type, opset_of(id)).is_none() && !missing.contains(&key)
             {
                 missing.push(key);
@@ -102,15 +99,18 @@ impl<'m> Executor<'m> {
                         .skip(1)
                         .map(|(op, d)| format!("{op} ({d})"))
                         .collect();
+                    let mut also = String::new();
+                    if let Some(note) = ops::version_note(node, opset) {
+                        also.push_str(&format!("; {note}"));
+                    }
+                    if !others.is_empty() {
+                        also.push_str(&format!("; also missing: {}", others.join(", ")));
+                    }
                     return Err(Error::UnsupportedOp {
-                        op_type: ops::describe(node, opset),
+                        op_type: node.op_type.clone(),
                         domain: display_domain(&node.domain).to_string(),
                         node: node.label(id),
-                        also: if others.is_empty() {
-                            String::new()
-                        } else {
-                            format!("; also missing: {}", others.join(", "))
-                        },
+                        also,
                     });
                 }
                 Err(OpError::BadAttributes(message)) => {
