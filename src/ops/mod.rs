@@ -183,8 +183,9 @@ pub fn attrs_of<'a, T: Op>(model: &crate::ir::Model, node: &'a Node) -> Option<&
             let any: &dyn Any = op;
             any.downcast_ref::<T>()
         }
-        // A fresh parse cannot be borrowed past this call; the cache holds another opset's
-        // parse only between a domain's opset change and the next `Graph::reset_parsed`.
+        // A fresh parse cannot be borrowed past this call. The cache holds another opset's parse
+        // only if the opset import was edited directly: `Model::require_opset`/`ensure_opset`
+        // reset the caches of the domain's nodes.
         OpRef::Fresh(_) => None,
     }
 }
