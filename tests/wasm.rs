@@ -98,23 +98,7 @@ fn runs_given_inputs_and_benches_both_graphs() {
     // Each entry is a number the clock produced (the clock is the page's; how long a run takes
     // is not this test's business).
     assert!(times.iter().all(|t| t.is_finite()), "{times:?}");
-    // A fake clock, read once per sample: 3 warm-up pairs ending at 1 s, then 3 trial pairs at
-    // 1, 2, 4 and 8 runs per sample, the fastest sample reading 0.25, 0.5, 0.75 and 1 ms:
-    // calibration stops at 8. Then one pair: original 4 ms, optimized 2 ms for 8 runs each.
-    let mut t = vec![0.0; 6];
-    t.push(1000.0);
-    for dt in [0.25, 0.5, 0.75, 1.0] {
-        for _ in 0..6 {
-            t.push(t.last().unwrap() + dt);
-        }
-    }
-    let end = *t.last().unwrap();
-    t.extend([end + 10.0, end + 14.0, end + 16.0]);
-    let script = js_sys::Function::new_with_args("t", "let i = 0; return () => t[i++];");
-    let fake: js_sys::Function = script
-        .call1(&JsValue::NULL, &js_sys::Float64Array::from(&t[..]))
-        .unwrap()
-        .into();
+    let fake = scripted_clock();
     let repeat = b.calibrate(Some(1.0), &fake).unwrap();
     assert_eq!(repeat, 8);
     assert_eq!(b.step(1, &fake).unwrap(), [0.5, 0.25]);
@@ -283,20 +267,7 @@ async fn gpu_bench_times_both_graphs_on_webgpu() {
         serde_json::json!({"original": 2, "optimized": 1})
     );
     // As for `Bench`: warm-up to 1 s, samples of 1, 2, 4, 8 runs; 8 reaches 1 ms.
-    let mut t = vec![0.0; 6];
-    t.push(1000.0);
-    for dt in [0.25, 0.5, 0.75, 1.0] {
-        for _ in 0..6 {
-            t.push(t.last().unwrap() + dt);
-        }
-    }
-    let end = *t.last().unwrap();
-    t.extend([end + 10.0, end + 14.0, end + 16.0]);
-    let script = js_sys::Function::new_with_args("t", "let i = 0; return () => t[i++];");
-    let fake: js_sys::Function = script
-        .call1(&JsValue::NULL, &js_sys::Float64Array::from(&t[..]))
-        .unwrap()
-        .into();
+    let fake = scripted_clock();
     let repeat = JsFuture::from(g.calibrate(Some(1.0), fake.clone()))
         .await
         .unwrap();
@@ -339,4 +310,24 @@ async fn gpu_bench_times_both_graphs_on_webgpu() {
     let want = serde_json::json!({"original": 3, "optimized": 1});
     assert_eq!(json(&g.nodes().unwrap()), want);
     assert_eq!(json(&g.dispatches().unwrap()), want);
+}
+
+/// A fake clock, read once per sample: 3 warm-up pairs ending at 1 s, then 3 trial pairs at 1, 2,
+/// 4 and 8 runs per sample, the fastest sample reading 0.25, 0.5, 0.75 and 1 ms (calibration stops
+/// at 8), then one pair: original 4 ms, optimized 2 ms for 8 runs each; then it is used up.
+fn scripted_clock() -> js_sys::Function {
+    let mut t = vec![0.0; 6];
+    t.push(1000.0);
+    for dt in [0.25, 0.5, 0.75, 1.0] {
+        for _ in 0..6 {
+            t.push(t.last().unwrap() + dt);
+        }
+    }
+    let end = *t.last().unwrap();
+    t.extend([end + 10.0, end + 14.0, end + 16.0]);
+    let script = js_sys::Function::new_with_args("t", "let i = 0; return () => t[i++];");
+    script
+        .call1(&JsValue::NULL, &js_sys::Float64Array::from(&t[..]))
+        .unwrap()
+        .into()
 }

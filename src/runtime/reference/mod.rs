@@ -4,9 +4,3 @@
 pub mod executor;
 
 pub use executor::{Executor, NoObserver, StepObserver};
-
-/// The registry entry of an op at the newest version the registry covers, if the reference
-/// backend runs the op at all (whether the model's opset is covered is `Executor::new`'s check).
-pub fn lookup(domain: &str, op_type: &str) -> Option<&'static crate::ops::OpDef> {
-    crate::ops::lookup(domain, op_type, i64::MAX)
-}
