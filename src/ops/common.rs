@@ -272,6 +272,27 @@ pub mod test_util {
         k(&ctx, inputs)
     }
 
+    /// A default-domain node of `op` with `attrs` (and no inputs or outputs).
+    pub fn node(op: &str, attrs: Vec<crate::onnx::proto::AttributeProto>) -> Node {
+        let mut n = Node::new(op, "");
+        for a in attrs {
+            n.set_attr(a);
+        }
+        n
+    }
+
+    /// Runs `k` on `n` at `opset` with every input given and returns its first output.
+    pub fn run_first(k: Kernel, n: &Node, opset: i64, ins: &[&Tensor]) -> Result<Tensor, String> {
+        let ins: Vec<Option<&Tensor>> = ins.iter().map(|&t| Some(t)).collect();
+        run_at(k, n, opset, &ins).map(|mut v| v.remove(0))
+    }
+
+    /// 0, 1, 2, ... as float32 in `shape`.
+    pub fn iota(shape: &[usize]) -> Tensor {
+        let n: usize = shape.iter().product();
+        f32s(shape, &(0..n).map(|v| v as f32).collect::<Vec<_>>())
+    }
+
     /// Runs a kernel with no attributes at opset 17 and returns its single output.
     pub fn run1(k: Kernel, op: &str, inputs: &[&Tensor]) -> Result<Tensor, String> {
         let node = Node::new(op, "");

@@ -4,19 +4,6 @@ use crate::ir::{attr, Node};
 use crate::limits::Limits;
 use crate::onnx::tensor::from_tensor;
 
-fn node(op: &str, attrs: Vec<crate::onnx::proto::AttributeProto>) -> Node {
-    let mut n = Node::new(op, "");
-    for a in attrs {
-        n.set_attr(a);
-    }
-    n
-}
-
-fn run(k: super::super::Kernel, n: &Node, opset: i64, ins: &[&Tensor]) -> Result<Tensor, String> {
-    let ins: Vec<Option<&Tensor>> = ins.iter().map(|&t| Some(t)).collect();
-    run_at(k, n, opset, &ins).map(|mut v| v.remove(0))
-}
-
 fn run_small(k: super::super::Kernel, n: &Node, ins: &[&Tensor]) -> Result<Vec<Tensor>, String> {
     let limits = Limits {
         max_tensor_bytes: 1024,
@@ -32,17 +19,12 @@ fn run_small(k: super::super::Kernel, n: &Node, ins: &[&Tensor]) -> Result<Vec<T
     k(&ctx, &ins)
 }
 
-fn iota(shape: &[usize]) -> Tensor {
-    let n: usize = shape.iter().product();
-    f32s(shape, &(0..n).map(|v| v as f32).collect::<Vec<_>>())
-}
-
 #[test]
 fn gather_axis0_embedding_lookup() {
     // A [4, 2] table indexed by [2, 3] ids gives [2, 3, 2].
     let table = iota(&[4, 2]);
     let ids = i64s(&[2, 3], &[0, 3, 1, -1, 2, -4]);
-    let y = run(gather, &node("Gather", vec![]), 13, &[&table, &ids]).unwrap();
+    let y = run_first(gather, &node("Gather", vec![]), 13, &[&table, &ids]).unwrap();
     assert_eq!(
         y,
         f32s(
@@ -57,12 +39,12 @@ fn gather_inner_axis_scalar_and_int32_indices() {
     let x = i64s(&[2, 3], &[10, 11, 12, 20, 21, 22]);
     let n = node("Gather", vec![attr::int("axis", -1)]);
     // Scalar index drops the axis.
-    let y = run(gather, &n, 13, &[&x, &i32s(&[], &[2])]).unwrap();
+    let y = run_first(gather, &n, 13, &[&x, &i32s(&[], &[2])]).unwrap();
     assert_eq!(y, i64s(&[2], &[12, 22]));
-    let y = run(gather, &n, 13, &[&x, &i32s(&[2], &[-3, 1])]).unwrap();
+    let y = run_first(gather, &n, 13, &[&x, &i32s(&[2], &[-3, 1])]).unwrap();
     assert_eq!(y, i64s(&[2, 2], &[10, 11, 20, 21]));
     // Empty indices give an empty axis.
-    let y = run(gather, &n, 13, &[&x, &i64s(&[0], &[])]).unwrap();
+    let y = run_first(gather, &n, 13, &[&x, &i64s(&[0], &[])]).unwrap();
     assert_eq!(y, i64s(&[2, 0], &[]));
     // Bool data works too, and a non-contiguous input.
     let b = bools(&[2, 2], &[true, false, false, false]);
@@ -70,7 +52,7 @@ fn gather_inner_axis_scalar_and_int32_indices() {
     let bt = Tensor::Bool(ba.t().to_owned());
     let n0 = node("Gather", vec![]);
     assert_eq!(
-        run(gather, &n0, 13, &[&bt, &i64s(&[1], &[1])]).unwrap(),
+        run_first(gather, &n0, 13, &[&bt, &i64s(&[1], &[1])]).unwrap(),
         bools(&[1, 2], &[false, false])
     );
 }
@@ -79,22 +61,22 @@ fn gather_inner_axis_scalar_and_int32_indices() {
 fn gather_errors() {
     let x = iota(&[3, 2]);
     let n = node("Gather", vec![]);
-    let e = run(gather, &n, 13, &[&x, &i64s(&[2], &[0, 3])]).unwrap_err();
+    let e = run_first(gather, &n, 13, &[&x, &i64s(&[2], &[0, 3])]).unwrap_err();
     assert_eq!(
         e,
         "Gather: index 3 is out of range for axis 0 of size 3 (valid: [-3, 2])"
     );
-    let e = run(gather, &n, 13, &[&x, &i64s(&[1], &[-4])]).unwrap_err();
+    let e = run_first(gather, &n, 13, &[&x, &i64s(&[1], &[-4])]).unwrap_err();
     assert!(e.contains("index -4"), "{e}");
-    let e = run(gather, &n, 13, &[&x, &i64s(&[1], &[i64::MIN])]).unwrap_err();
+    let e = run_first(gather, &n, 13, &[&x, &i64s(&[1], &[i64::MIN])]).unwrap_err();
     assert!(e.contains("out of range"), "{e}");
-    let e = run(gather, &n, 13, &[&x, &f32s(&[1], &[0.])]).unwrap_err();
+    let e = run_first(gather, &n, 13, &[&x, &f32s(&[1], &[0.])]).unwrap_err();
     assert_eq!(e, "Gather: indices must be int32 or int64, got float32");
     let bad_axis = node("Gather", vec![attr::int("axis", 2)]);
-    assert!(run(gather, &bad_axis, 13, &[&x, &i64s(&[1], &[0])])
+    assert!(run_first(gather, &bad_axis, 13, &[&x, &i64s(&[1], &[0])])
         .unwrap_err()
         .contains("axis 2"));
-    let e = run(gather, &n, 13, &[&f32s(&[], &[1.]), &i64s(&[], &[0])]).unwrap_err();
+    let e = run_first(gather, &n, 13, &[&f32s(&[], &[1.]), &i64s(&[], &[0])]).unwrap_err();
     assert!(e.contains("rank >= 1"), "{e}");
     // Output limit: 300 indices of a [1, 1] row are 1200 bytes, over 1024.
     let e = run_small(gather, &n, &[&iota(&[1, 1]), &i64s(&[300], &[0; 300])]).unwrap_err();
@@ -105,7 +87,7 @@ fn gather_errors() {
 fn expand_bidirectional() {
     let x = f32s(&[3, 1], &[1., 2., 3.]);
     let n = node("Expand", vec![]);
-    let y = run(expand, &n, 13, &[&x, &Tensor::from_i64s(&[2, 1, 2])]).unwrap();
+    let y = run_first(expand, &n, 13, &[&x, &Tensor::from_i64s(&[2, 1, 2])]).unwrap();
     assert_eq!(
         y,
         f32s(
@@ -114,9 +96,9 @@ fn expand_bidirectional() {
         )
     );
     // A shape of lower rank with 1s keeps the input dims.
-    let y = run(expand, &n, 13, &[&x, &Tensor::from_i64s(&[1])]).unwrap();
+    let y = run_first(expand, &n, 13, &[&x, &Tensor::from_i64s(&[1])]).unwrap();
     assert_eq!(y, x);
-    let y = run(
+    let y = run_first(
         expand,
         &n,
         13,
@@ -125,7 +107,7 @@ fn expand_bidirectional() {
     .unwrap();
     assert_eq!(y, i64s(&[2], &[7, 7]));
     let row = f32s(&[1, 3], &[1., 2., 3.]);
-    let y = run(expand, &n, 13, &[&row, &Tensor::from_i64s(&[0, 1])]).unwrap();
+    let y = run_first(expand, &n, 13, &[&row, &Tensor::from_i64s(&[0, 1])]).unwrap();
     assert_eq!(y.shape(), &[0, 3]);
 }
 
@@ -133,14 +115,14 @@ fn expand_bidirectional() {
 fn expand_errors() {
     let x = f32s(&[3], &[1., 2., 3.]);
     let n = node("Expand", vec![]);
-    let e = run(expand, &n, 13, &[&x, &Tensor::from_i64s(&[2, 2])]).unwrap_err();
+    let e = run_first(expand, &n, 13, &[&x, &Tensor::from_i64s(&[2, 2])]).unwrap_err();
     assert_eq!(
         e,
         "Expand: input of shape [3] cannot be expanded to shape [2, 2]"
     );
-    let e = run(expand, &n, 13, &[&x, &Tensor::from_i64s(&[-1, 3])]).unwrap_err();
+    let e = run_first(expand, &n, 13, &[&x, &Tensor::from_i64s(&[-1, 3])]).unwrap_err();
     assert!(e.contains("negative dimension -1"), "{e}");
-    let e = run(
+    let e = run_first(
         expand,
         &n,
         13,
@@ -157,7 +139,7 @@ fn flatten_axes() {
     let x = iota(&[2, 3, 4]);
     let f = |axis: i64| {
         let n = node("Flatten", vec![attr::int("axis", axis)]);
-        run(flatten, &n, 13, &[&x]).map(|t| t.shape().to_vec())
+        run_first(flatten, &n, 13, &[&x]).map(|t| t.shape().to_vec())
     };
     assert_eq!(f(0).unwrap(), vec![1, 24]);
     assert_eq!(f(1).unwrap(), vec![2, 12]);
@@ -172,9 +154,9 @@ fn flatten_axes() {
     );
     assert!(f(-4).is_err());
     // Default axis 1; values keep row-major order.
-    let y = run(flatten, &node("Flatten", vec![]), 13, &[&x]).unwrap();
+    let y = run_first(flatten, &node("Flatten", vec![]), 13, &[&x]).unwrap();
     assert_eq!(y, iota(&[2, 12]));
-    let z = run(
+    let z = run_first(
         flatten,
         &node("Flatten", vec![]),
         13,
@@ -191,38 +173,40 @@ fn trilu_upper_lower_offsets() {
     let lo = node("Trilu", vec![attr::int("upper", 0)]);
     let k = |v: i64| i64s(&[], &[v]);
     assert_eq!(
-        run(trilu, &up, 14, &[&x]).unwrap(),
+        run_first(trilu, &up, 14, &[&x]).unwrap(),
         f32s(&[3, 4], &[0., 1., 2., 3., 0., 5., 6., 7., 0., 0., 10., 11.])
     );
     assert_eq!(
-        run(trilu, &up, 14, &[&x, &k(1)]).unwrap(),
+        run_first(trilu, &up, 14, &[&x, &k(1)]).unwrap(),
         f32s(&[3, 4], &[0., 1., 2., 3., 0., 0., 6., 7., 0., 0., 0., 11.])
     );
     assert_eq!(
-        run(trilu, &lo, 14, &[&x]).unwrap(),
+        run_first(trilu, &lo, 14, &[&x]).unwrap(),
         f32s(&[3, 4], &[0., 0., 0., 0., 4., 5., 0., 0., 8., 9., 10., 0.])
     );
     assert_eq!(
-        run(trilu, &lo, 14, &[&x, &k(-1)]).unwrap(),
+        run_first(trilu, &lo, 14, &[&x, &k(-1)]).unwrap(),
         f32s(&[3, 4], &[0., 0., 0., 0., 4., 0., 0., 0., 8., 9., 0., 0.])
     );
     // Offsets far outside the matrix keep everything or nothing.
-    assert_eq!(run(trilu, &lo, 14, &[&x, &k(i64::MAX)]).unwrap(), x);
+    assert_eq!(run_first(trilu, &lo, 14, &[&x, &k(i64::MAX)]).unwrap(), x);
     assert_eq!(
-        run(trilu, &up, 14, &[&x, &k(i64::MAX)]).unwrap(),
+        run_first(trilu, &up, 14, &[&x, &k(i64::MAX)]).unwrap(),
         f32s(&[3, 4], &[0.; 12])
     );
     // Batched bool causal mask.
     let b = bools(&[2, 2, 2], &[true; 8]);
     assert_eq!(
-        run(trilu, &lo, 14, &[&b]).unwrap(),
+        run_first(trilu, &lo, 14, &[&b]).unwrap(),
         bools(
             &[2, 2, 2],
             &[true, false, true, true, true, false, true, true]
         )
     );
     assert_eq!(
-        run(trilu, &up, 14, &[&f32s(&[0, 3], &[])]).unwrap().shape(),
+        run_first(trilu, &up, 14, &[&f32s(&[0, 3], &[])])
+            .unwrap()
+            .shape(),
         &[0, 3]
     );
 }
@@ -230,9 +214,9 @@ fn trilu_upper_lower_offsets() {
 #[test]
 fn trilu_errors() {
     let n = node("Trilu", vec![]);
-    let e = run(trilu, &n, 14, &[&f32s(&[3], &[1., 2., 3.])]).unwrap_err();
+    let e = run_first(trilu, &n, 14, &[&f32s(&[3], &[1., 2., 3.])]).unwrap_err();
     assert_eq!(e, "Trilu: input must have rank >= 2, got [3]");
-    let e = run(
+    let e = run_first(
         trilu,
         &n,
         14,
@@ -245,7 +229,7 @@ fn trilu_errors() {
 #[test]
 fn range_values_and_lengths() {
     let n = node("Range", vec![]);
-    let r = |a: &Tensor, b: &Tensor, c: &Tensor| run(range, &n, 11, &[a, b, c]);
+    let r = |a: &Tensor, b: &Tensor, c: &Tensor| run_first(range, &n, 11, &[a, b, c]);
     let i = |v: i64| i64s(&[], &[v]);
     assert_eq!(r(&i(0), &i(5), &i(2)).unwrap(), i64s(&[3], &[0, 2, 4]));
     assert_eq!(r(&i(10), &i(4), &i(-3)).unwrap(), i64s(&[2], &[10, 7]));
@@ -277,7 +261,7 @@ fn range_values_and_lengths() {
 #[test]
 fn range_errors() {
     let n = node("Range", vec![]);
-    let r = |a: &Tensor, b: &Tensor, c: &Tensor| run(range, &n, 11, &[a, b, c]);
+    let r = |a: &Tensor, b: &Tensor, c: &Tensor| run_first(range, &n, 11, &[a, b, c]);
     let i = |v: i64| i64s(&[], &[v]);
     assert_eq!(r(&i(0), &i(5), &i(0)).unwrap_err(), "Range: delta is 0");
     let f = |v: f32| f32s(&[], &[v]);
@@ -303,27 +287,27 @@ fn range_errors() {
 #[test]
 fn constant_of_shape_values() {
     let plain = node("ConstantOfShape", vec![]);
-    let y = run(constant_of_shape, &plain, 9, &[&Tensor::from_i64s(&[2, 3])]).unwrap();
+    let y = run_first(constant_of_shape, &plain, 9, &[&Tensor::from_i64s(&[2, 3])]).unwrap();
     assert_eq!(y, f32s(&[2, 3], &[0.; 6]));
     let tp = from_tensor("value", &i64s(&[1], &[7]));
     let n = node("ConstantOfShape", vec![attr::tensor("value", tp)]);
-    let y = run(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[2])]).unwrap();
+    let y = run_first(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[2])]).unwrap();
     assert_eq!(y, i64s(&[2], &[7, 7]));
     // Empty shape: a scalar; a 0 dim: empty.
-    let y = run(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[])]).unwrap();
+    let y = run_first(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[])]).unwrap();
     assert_eq!(y, i64s(&[], &[7]));
-    let y = run(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[0, 4])]).unwrap();
+    let y = run_first(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[0, 4])]).unwrap();
     assert_eq!(y, i64s(&[0, 4], &[]));
     let tb = from_tensor("value", &bools(&[1], &[true]));
     let n = node("ConstantOfShape", vec![attr::tensor("value", tb)]);
-    let y = run(constant_of_shape, &n, 20, &[&Tensor::from_i64s(&[2])]).unwrap();
+    let y = run_first(constant_of_shape, &n, 20, &[&Tensor::from_i64s(&[2])]).unwrap();
     assert_eq!(y, bools(&[2], &[true, true]));
 }
 
 #[test]
 fn constant_of_shape_errors() {
     let plain = node("ConstantOfShape", vec![]);
-    let e = run(
+    let e = run_first(
         constant_of_shape,
         &plain,
         9,
@@ -331,7 +315,7 @@ fn constant_of_shape_errors() {
     )
     .unwrap_err();
     assert!(e.contains("negative dimension -3"), "{e}");
-    let e = run(
+    let e = run_first(
         constant_of_shape,
         &plain,
         9,
@@ -346,13 +330,13 @@ fn constant_of_shape_errors() {
     assert!(e.contains("limit"), "{e}");
     let two = from_tensor("value", &f32s(&[2], &[1., 2.]));
     let n = node("ConstantOfShape", vec![attr::tensor("value", two)]);
-    let e = run(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[2])]).unwrap_err();
+    let e = run_first(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[2])]).unwrap_err();
     assert!(e.contains("exactly one element"), "{e}");
     let mut half = from_tensor("value", &f32s(&[1], &[1.]));
     half.data_type = DType::F16.0;
     half.raw_data = vec![0, 0x3c];
     half.float_data.clear();
     let n = node("ConstantOfShape", vec![attr::tensor("value", half)]);
-    let e = run(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[2])]).unwrap_err();
+    let e = run_first(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[2])]).unwrap_err();
     assert!(e.contains("float16 is not supported"), "{e}");
 }

@@ -2,27 +2,9 @@ use super::super::common::test_util::*;
 use super::*;
 use crate::ir::{attr, Node, ValueId};
 
-fn node(op: &str, attrs: Vec<crate::onnx::proto::AttributeProto>) -> Node {
-    let mut n = Node::new(op, "");
-    for a in attrs {
-        n.set_attr(a);
-    }
-    n
-}
-
 fn with_outputs(mut n: Node, count: u32) -> Node {
     n.outputs = (0..count).map(|i| Some(ValueId(i))).collect();
     n
-}
-
-fn run(k: super::super::Kernel, n: &Node, opset: i64, ins: &[&Tensor]) -> Result<Tensor, String> {
-    let ins: Vec<Option<&Tensor>> = ins.iter().map(|&t| Some(t)).collect();
-    run_at(k, n, opset, &ins).map(|mut v| v.remove(0))
-}
-
-fn iota(shape: &[usize]) -> Tensor {
-    let n: usize = shape.iter().product();
-    f32s(shape, &(0..n).map(|v| v as f32).collect::<Vec<_>>())
 }
 
 #[test]
@@ -31,7 +13,7 @@ fn slice_basic_defaults_and_clamping() {
     let n = node("Slice", vec![]);
     let s = |v: &[i64]| Tensor::from_i64s(v);
     // rows 0..2, cols 1..3
-    let y = run(
+    let y = run_first(
         slice,
         &n,
         13,
@@ -40,16 +22,16 @@ fn slice_basic_defaults_and_clamping() {
     .unwrap();
     assert_eq!(y, f32s(&[2, 2], &[1., 2., 5., 6.]));
     // Default axes (leading) and steps; end past the end clamps.
-    let y = run(slice, &n, 13, &[&x, &s(&[1]), &s(&[i64::MAX])]).unwrap();
+    let y = run_first(slice, &n, 13, &[&x, &s(&[1]), &s(&[i64::MAX])]).unwrap();
     assert_eq!(y, f32s(&[2, 4], &[4., 5., 6., 7., 8., 9., 10., 11.]));
     // Negative axis and negative start/end.
-    let y = run(slice, &n, 13, &[&x, &s(&[-3]), &s(&[-1]), &s(&[-1])]).unwrap();
+    let y = run_first(slice, &n, 13, &[&x, &s(&[-3]), &s(&[-1]), &s(&[-1])]).unwrap();
     assert_eq!(y, f32s(&[3, 2], &[1., 2., 5., 6., 9., 10.]));
     // Start past the end: empty.
-    let y = run(slice, &n, 13, &[&x, &s(&[10]), &s(&[20]), &s(&[1])]).unwrap();
+    let y = run_first(slice, &n, 13, &[&x, &s(&[10]), &s(&[20]), &s(&[1])]).unwrap();
     assert_eq!(y.shape(), &[3, 0]);
     // Step 2 with int32 starts/ends.
-    let y = run(
+    let y = run_first(
         slice,
         &n,
         13,
@@ -65,7 +47,7 @@ fn slice_negative_steps() {
     let n = node("Slice", vec![]);
     let s = |v: &[i64]| Tensor::from_i64s(v);
     // Whole axis reversed: start -1, end INT64_MIN.
-    let y = run(
+    let y = run_first(
         slice,
         &n,
         13,
@@ -74,7 +56,7 @@ fn slice_negative_steps() {
     .unwrap();
     assert_eq!(y, f32s(&[5], &[4., 3., 2., 1., 0.]));
     // 4, 2 (stop before 1)
-    let y = run(
+    let y = run_first(
         slice,
         &n,
         13,
@@ -83,7 +65,7 @@ fn slice_negative_steps() {
     .unwrap();
     assert_eq!(y, f32s(&[2], &[4., 2.]));
     // 3, 0 (end -10 clamps to -1: runs through index 0)
-    let y = run(
+    let y = run_first(
         slice,
         &n,
         13,
@@ -92,7 +74,7 @@ fn slice_negative_steps() {
     .unwrap();
     assert_eq!(y, f32s(&[2], &[3., 0.]));
     // start <= end with a negative step: empty
-    let y = run(
+    let y = run_first(
         slice,
         &n,
         13,
@@ -101,7 +83,7 @@ fn slice_negative_steps() {
     .unwrap();
     assert_eq!(y, f32s(&[0], &[]));
     // A huge negative step takes just the start.
-    let y = run(
+    let y = run_first(
         slice,
         &n,
         13,
@@ -111,7 +93,7 @@ fn slice_negative_steps() {
     assert_eq!(y, f32s(&[1], &[2.]));
     // An empty axis stays empty whatever the step.
     let z = f32s(&[0, 2], &[]);
-    let y = run(
+    let y = run_first(
         slice,
         &n,
         13,
@@ -133,20 +115,20 @@ fn slice_attribute_form_and_errors() {
         ],
     );
     assert_eq!(
-        run(slice, &n, 1, &[&x]).unwrap(),
+        run_first(slice, &n, 1, &[&x]).unwrap(),
         f32s(&[2, 2], &[1., 2., 4., 5.])
     );
     let p = node("Slice", vec![]);
     let s = |v: &[i64]| Tensor::from_i64s(v);
-    let e = run(slice, &p, 13, &[&x, &s(&[0]), &s(&[1]), &s(&[0]), &s(&[0])]).unwrap_err();
+    let e = run_first(slice, &p, 13, &[&x, &s(&[0]), &s(&[1]), &s(&[0]), &s(&[0])]).unwrap_err();
     assert_eq!(e, "Slice: step for axis 0 is 0");
-    let e = run(slice, &p, 13, &[&x, &s(&[0, 0]), &s(&[1])]).unwrap_err();
+    let e = run_first(slice, &p, 13, &[&x, &s(&[0, 0]), &s(&[1])]).unwrap_err();
     assert!(e.contains("same length"), "{e}");
-    let e = run(slice, &p, 13, &[&x, &s(&[0, 0]), &s(&[1, 1]), &s(&[1, -1])]).unwrap_err();
+    let e = run_first(slice, &p, 13, &[&x, &s(&[0, 0]), &s(&[1, 1]), &s(&[1, -1])]).unwrap_err();
     assert!(e.contains("more than once"), "{e}");
-    let e = run(slice, &p, 13, &[&x, &s(&[0]), &s(&[1]), &s(&[2])]).unwrap_err();
+    let e = run_first(slice, &p, 13, &[&x, &s(&[0]), &s(&[1]), &s(&[2])]).unwrap_err();
     assert!(e.contains("out of range"), "{e}");
-    let e = run(slice, &p, 13, &[&x, &s(&[0])]).unwrap_err();
+    let e = run_first(slice, &p, 13, &[&x, &s(&[0])]).unwrap_err();
     assert_eq!(e, "Slice: missing required input 2");
 }
 
