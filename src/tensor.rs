@@ -1,5 +1,6 @@
 //! Element types and the dense tensor value every backend and pass exchanges.
 
+use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
 
 use crate::onnx::proto::data_type as dt;
@@ -18,6 +19,29 @@ impl DType {
     pub const F16: DType = DType(dt::FLOAT16);
     pub const BF16: DType = DType(dt::BFLOAT16);
     pub const STRING: DType = DType(dt::STRING);
+    pub const I8: DType = DType(dt::INT8);
+    pub const U8: DType = DType(dt::UINT8);
+    pub const I16: DType = DType(dt::INT16);
+    pub const U16: DType = DType(dt::UINT16);
+    pub const U32: DType = DType(dt::UINT32);
+    pub const U64: DType = DType(dt::UINT64);
+
+    /// The type an op computes a value of this type in (see `Tensor`): itself for the compute
+    /// types, `None` for types the backend does not hold (strings, complex, float8, 4-bit).
+    pub fn compute(self) -> Option<DType> {
+        Some(match self {
+            DType::F32 | DType::F16 | DType::BF16 => DType::F32,
+            DType::I32 | DType::I8 | DType::U8 | DType::I16 | DType::U16 => DType::I32,
+            DType::I64 | DType::U32 | DType::U64 => DType::I64,
+            DType::F64 | DType::BOOL => self,
+            _ => return None,
+        })
+    }
+
+    /// True for the types kernels are written for; false for storage types and the rest.
+    pub fn is_compute(self) -> bool {
+        self.compute() == Some(self)
+    }
 
     /// Storage size of one element in raw_data, in bits (sub-byte types are packed).
     pub fn bits(self) -> Option<u64> {
@@ -75,13 +99,37 @@ impl DType {
     }
 }
 
+/// `v` as float32 rounded to odd (toward zero, then the last bit set if anything was lost).
+/// Rounding that again to a type of at most 11 significant bits (float16, bfloat16) gives the
+/// correctly rounded result of `v`, which rounding to nearest twice does not: half's own
+/// `from_f64` goes through float32 (x86 F16C) or drops the low 32 bits, both wrong near ties.
+fn f32_round_to_odd(v: f64) -> f32 {
+    let f = v as f32;
+    if !f.is_finite() || f as f64 == v {
+        return f;
+    }
+    let mut bits = f.to_bits();
+    if (f as f64).abs() > v.abs() {
+        bits -= 1; // one step toward zero: same sign, smaller magnitude
+    }
+    f32::from_bits(bits | 1)
+}
+
 impl std::fmt::Display for DType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
 }
 
-/// A dense tensor of one of the element types the reference backend computes on.
+/// A dense tensor of any element type the reference backend holds.
+///
+/// The first five variants are the *compute* types: the ones kernels are written for. The others
+/// are *storage* types: values of those types are held, moved, saved and cast as themselves, and
+/// an op that computes on them sees them widened to their compute type (`DType::compute`:
+/// float16 and bfloat16 to float32, small integers to int32, uint32 and uint64 to int64), with
+/// its outputs narrowed back to the declared type (`Tensor::widen`, `Tensor::narrow`; the
+/// executor applies both). That is "accumulate in f32, store in the type", as the ONNX
+/// reference does for the half types.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Tensor {
     F32(ArrayD<f32>),
@@ -89,6 +137,14 @@ pub enum Tensor {
     I32(ArrayD<i32>),
     I64(ArrayD<i64>),
     Bool(ArrayD<bool>),
+    F16(ArrayD<f16>),
+    BF16(ArrayD<bf16>),
+    I8(ArrayD<i8>),
+    U8(ArrayD<u8>),
+    I16(ArrayD<i16>),
+    U16(ArrayD<u16>),
+    U32(ArrayD<u32>),
+    U64(ArrayD<u64>),
 }
 
 /// Applies `$body` to the array inside a `Tensor`, whatever its element type.
@@ -101,6 +157,14 @@ macro_rules! with_tensor {
             $crate::tensor::Tensor::I32($a) => $body,
             $crate::tensor::Tensor::I64($a) => $body,
             $crate::tensor::Tensor::Bool($a) => $body,
+            $crate::tensor::Tensor::F16($a) => $body,
+            $crate::tensor::Tensor::BF16($a) => $body,
+            $crate::tensor::Tensor::I8($a) => $body,
+            $crate::tensor::Tensor::U8($a) => $body,
+            $crate::tensor::Tensor::I16($a) => $body,
+            $crate::tensor::Tensor::U16($a) => $body,
+            $crate::tensor::Tensor::U32($a) => $body,
+            $crate::tensor::Tensor::U64($a) => $body,
         }
     };
 }
@@ -113,6 +177,14 @@ impl Tensor {
             Tensor::I32(_) => DType::I32,
             Tensor::I64(_) => DType::I64,
             Tensor::Bool(_) => DType::BOOL,
+            Tensor::F16(_) => DType::F16,
+            Tensor::BF16(_) => DType::BF16,
+            Tensor::I8(_) => DType::I8,
+            Tensor::U8(_) => DType::U8,
+            Tensor::I16(_) => DType::I16,
+            Tensor::U16(_) => DType::U16,
+            Tensor::U32(_) => DType::U32,
+            Tensor::U64(_) => DType::U64,
         }
     }
 
@@ -167,7 +239,118 @@ impl Tensor {
             Tensor::I32(a) => a.iter().map(|&v| v as f64).collect(),
             Tensor::I64(a) => a.iter().map(|&v| v as f64).collect(),
             Tensor::Bool(a) => a.iter().map(|&v| v as u8 as f64).collect(),
+            Tensor::F16(a) => a.iter().map(|v| v.to_f64()).collect(),
+            Tensor::BF16(a) => a.iter().map(|v| v.to_f64()).collect(),
+            Tensor::I8(a) => a.iter().map(|&v| v as f64).collect(),
+            Tensor::U8(a) => a.iter().map(|&v| v as f64).collect(),
+            Tensor::I16(a) => a.iter().map(|&v| v as f64).collect(),
+            Tensor::U16(a) => a.iter().map(|&v| v as f64).collect(),
+            Tensor::U32(a) => a.iter().map(|&v| v as f64).collect(),
+            Tensor::U64(a) => a.iter().map(|&v| v as f64).collect(),
         }
+    }
+
+    /// The value in its compute type (`DType::compute`): storage types widened exactly (uint64
+    /// reinterpreted as int64, two's complement: sums and products stay right modulo 2^64,
+    /// order and division above 2^63 do not); compute types borrowed as they are.
+    pub fn widen(&self) -> std::borrow::Cow<'_, Tensor> {
+        use std::borrow::Cow::Owned;
+        match self {
+            Tensor::F16(a) => Owned(Tensor::F32(a.mapv(f32::from))),
+            Tensor::BF16(a) => Owned(Tensor::F32(a.mapv(f32::from))),
+            Tensor::I8(a) => Owned(Tensor::I32(a.mapv(i32::from))),
+            Tensor::U8(a) => Owned(Tensor::I32(a.mapv(i32::from))),
+            Tensor::I16(a) => Owned(Tensor::I32(a.mapv(i32::from))),
+            Tensor::U16(a) => Owned(Tensor::I32(a.mapv(i32::from))),
+            Tensor::U32(a) => Owned(Tensor::I64(a.mapv(i64::from))),
+            Tensor::U64(a) => Owned(Tensor::I64(a.mapv(|v| v as i64))),
+            t => std::borrow::Cow::Borrowed(t),
+        }
+    }
+
+    /// ONNX Cast semantics, for every pair of held types; `None` when `to` is not held. Goes
+    /// through the compute types: the source widened, converted (floats to integers truncate
+    /// toward zero and saturate at the compute type, NaN to 0; numbers to bool test `!= 0`),
+    /// then narrowed to `to`. A float64 source rounds to float16/bfloat16 once, from its own
+    /// value; uint64 sources convert to floats by value.
+    pub fn cast(&self, to: DType) -> Option<Tensor> {
+        let mut mid = to.compute()?;
+        let wide = match self {
+            Tensor::U64(a) if to.is_float() => {
+                std::borrow::Cow::Owned(Tensor::F64(a.mapv(|v| v as f64)))
+            }
+            t => t.widen(),
+        };
+        if mid == DType::F32 && to != DType::F32 && wide.dtype() == DType::F64 {
+            mid = DType::F64;
+        }
+        macro_rules! num {
+            ($t:ty) => {
+                match &*wide {
+                    Tensor::F32(a) => a.mapv(|v| v as $t),
+                    Tensor::F64(a) => a.mapv(|v| v as $t),
+                    Tensor::I32(a) => a.mapv(|v| v as $t),
+                    Tensor::I64(a) => a.mapv(|v| v as $t),
+                    Tensor::Bool(a) => a.mapv(|v| u8::from(v) as $t),
+                    _ => unreachable!("widened"),
+                }
+            };
+        }
+        let computed = match mid {
+            DType::F32 => Tensor::F32(num!(f32)),
+            DType::F64 => Tensor::F64(num!(f64)),
+            DType::I32 => Tensor::I32(num!(i32)),
+            DType::I64 => Tensor::I64(num!(i64)),
+            _ => Tensor::Bool(match &*wide {
+                Tensor::F32(a) => a.mapv(|v| v != 0.0),
+                Tensor::F64(a) => a.mapv(|v| v != 0.0),
+                Tensor::I32(a) => a.mapv(|v| v != 0),
+                Tensor::I64(a) => a.mapv(|v| v != 0),
+                Tensor::Bool(a) => a.clone(),
+                _ => unreachable!("widened"),
+            }),
+        };
+        computed.narrow(to)
+    }
+
+    /// Stores a computed value as the storage type `to`: floats round to nearest even (float16,
+    /// bfloat16; from float32 or float64), integers keep their low bits (two's complement
+    /// wrapping, as a C cast of an in-range value, and numpy's `astype` of an out-of-range
+    /// one). Floats narrowed to an integer type truncate toward zero first. `None` when `self`
+    /// cannot become `to` this way (a bool, or `to` is a compute type of another kind).
+    pub fn narrow(&self, to: DType) -> Option<Tensor> {
+        macro_rules! ints {
+            ($a:expr, $t:ty) => {
+                match $a {
+                    Tensor::I32(a) => a.mapv(|v| v as $t),
+                    Tensor::I64(a) => a.mapv(|v| v as $t),
+                    Tensor::F32(a) => a.mapv(|v| v as i64 as $t),
+                    Tensor::F64(a) => a.mapv(|v| v as i64 as $t),
+                    _ => return None,
+                }
+            };
+        }
+        macro_rules! floats {
+            ($a:expr, $t:ty) => {
+                match $a {
+                    Tensor::F32(a) => a.mapv(<$t>::from_f32),
+                    Tensor::F64(a) => a.mapv(|v| <$t>::from_f32(f32_round_to_odd(v))),
+                    _ => return None,
+                }
+            };
+        }
+        Some(match to {
+            DType::F16 => Tensor::F16(floats!(self, f16)),
+            DType::BF16 => Tensor::BF16(floats!(self, bf16)),
+            DType::I8 => Tensor::I8(ints!(self, i8)),
+            DType::U8 => Tensor::U8(ints!(self, u8)),
+            DType::I16 => Tensor::I16(ints!(self, i16)),
+            DType::U16 => Tensor::U16(ints!(self, u16)),
+            DType::U32 => Tensor::U32(ints!(self, u32)),
+            DType::U64 => Tensor::U64(ints!(self, u64)),
+            d if d == self.dtype() => self.clone(),
+            _ => return None,
+        })
     }
 
     /// Largest absolute difference between two tensors of the same shape; NaN where both are NaN
@@ -190,5 +373,92 @@ impl Tensor {
             worst = worst.max(d);
         }
         Some(worst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one<T: Clone>(v: T) -> ArrayD<T> {
+        ArrayD::from_elem(IxDyn(&[1]), v)
+    }
+
+    #[test]
+    fn narrowing_rounds_half_types_to_even_and_wraps_integers() {
+        let ulp = 2f32.powi(-10); // float16's spacing just above 1
+        let halfway_even = Tensor::F32(one(1.0 + ulp / 2.0))
+            .narrow(DType::F16)
+            .unwrap();
+        assert_eq!(halfway_even, Tensor::F16(one(f16::ONE)));
+        let halfway_odd = Tensor::F32(one(1.0 + 1.5 * ulp))
+            .narrow(DType::F16)
+            .unwrap();
+        assert_eq!(
+            halfway_odd,
+            Tensor::F16(one(f16::from_f32(1.0 + 2.0 * ulp)))
+        );
+        assert_eq!(
+            Tensor::I32(one(300)).narrow(DType::U8),
+            Some(Tensor::U8(one(44)))
+        );
+        assert_eq!(
+            Tensor::I32(one(-1)).narrow(DType::U16),
+            Some(Tensor::U16(one(65535)))
+        );
+        assert_eq!(
+            Tensor::I64(one(-1)).narrow(DType::U64),
+            Some(Tensor::U64(one(u64::MAX)))
+        );
+        assert_eq!(Tensor::Bool(one(true)).narrow(DType::U8), None);
+        assert_eq!(Tensor::I32(one(1)).narrow(DType::F16), None);
+    }
+
+    #[test]
+    fn widening_is_exact_and_narrowing_undoes_it() {
+        let all = [
+            Tensor::F16(one(f16::from_f32(-0.333))),
+            Tensor::BF16(one(bf16::from_f32(1e30))),
+            Tensor::I8(one(i8::MIN)),
+            Tensor::U8(one(u8::MAX)),
+            Tensor::I16(one(i16::MIN)),
+            Tensor::U16(one(u16::MAX)),
+            Tensor::U32(one(u32::MAX)),
+            Tensor::U64(one(u64::MAX)),
+        ];
+        for t in all {
+            let wide = t.widen();
+            assert!(wide.dtype().is_compute(), "{:?}", t.dtype());
+            assert_eq!(Some(wide.dtype()), t.dtype().compute());
+            assert_eq!(wide.narrow(t.dtype()), Some(t.clone()), "{:?}", t.dtype());
+        }
+    }
+
+    #[test]
+    fn cast_rounds_once_and_converts_uint64_by_value() {
+        // 1 + 2^-11 + 2^-40: just above a float16 tie. Through float32 it would first round to
+        // the tie itself and then to even (1.0); rounded once it is 1 + 2^-10.
+        let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        let h = Tensor::F64(one(x)).cast(DType::F16).unwrap();
+        assert_eq!(h, Tensor::F16(one(f16::from_f64(1.0 + 2f64.powi(-10)))));
+        let big = Tensor::U64(one(u64::MAX)).cast(DType::F32).unwrap();
+        assert_eq!(big, Tensor::F32(one(u64::MAX as f32)));
+        assert_eq!(
+            Tensor::F32(one(-2.7)).cast(DType::I8),
+            Some(Tensor::I8(one(-2)))
+        );
+        assert_eq!(
+            Tensor::U8(one(200)).cast(DType::I8),
+            Some(Tensor::I8(one(-56)))
+        );
+        assert_eq!(
+            Tensor::F16(one(f16::ZERO)).cast(DType::BOOL),
+            Some(Tensor::Bool(one(false)))
+        );
+        assert_eq!(
+            Tensor::Bool(one(true)).cast(DType::BF16),
+            Some(Tensor::BF16(one(bf16::ONE)))
+        );
+        assert_eq!(Tensor::F32(one(1.0)).cast(DType::STRING), None);
     }
 }

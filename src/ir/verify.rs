@@ -5,12 +5,10 @@ use std::collections::HashSet;
 use crate::ir::model::Model;
 use crate::{Error, Result};
 
-/// The structural checks: every value read is defined; no value defined twice; no cycle; no
-/// duplicate names. The first problem found is reported, naming the node and value.
+/// The structural checks: every value read is defined; no value defined twice; no cycle. The first problem found is reported, naming the node and value.
 /// (`crate::ops::verify` adds the type checks, which need op semantics.)
 pub fn verify_structure(model: &Model) -> Result<()> {
     let g = &model.graph;
-    let mut names = HashSet::new();
     let mut seen_def = HashSet::new();
     for &i in &g.inputs {
         if !seen_def.insert(i) {
@@ -28,14 +26,11 @@ pub fn verify_structure(model: &Model) -> Result<()> {
             )));
         }
     }
+    // Node names are for diagnostics only (onnx IR.md): exporters repeat them (silero-vad's
+    // OpenVINO file has two 'F0::anon'), onnx.checker and onnxruntime accept that, and so does
+    // this check.
     for id in g.node_ids() {
         let node = g.node(id);
-        if !node.name.is_empty() && !names.insert(node.name.as_str()) {
-            return Err(Error::Verify(format!(
-                "two nodes are named '{}'",
-                node.name
-            )));
-        }
         for v in node.all_inputs() {
             if !g.is_defined(v) {
                 return Err(Error::Verify(format!(

@@ -6,6 +6,7 @@ use crate::limits::Limits;
 use crate::onnx::proto::{data_type as dt, TensorProto, DATA_LOCATION_EXTERNAL};
 use crate::tensor::{DType, Tensor};
 use crate::{Error, Result};
+use half::{bf16, f16};
 
 fn tensor_label(t: &TensorProto) -> String {
     if t.name.is_empty() {
@@ -92,7 +93,23 @@ fn from_raw<T, const W: usize>(raw: &[u8], f: fn([u8; W]) -> T) -> Vec<T> {
         .collect()
 }
 
-/// Decodes a TensorProto into a computable Tensor. Errors name the tensor and say why (for
+/// An 8- or 16-bit type: from raw_data, or one value per int32_data entry (low bits kept).
+fn small<T, const W: usize>(
+    t: &TensorProto,
+    shape: IxDyn,
+    raw: fn([u8; W]) -> T,
+    typed: fn(i32) -> T,
+) -> Result<ArrayD<T>> {
+    let v = if t.raw_data.is_empty() {
+        t.int32_data.iter().map(|&v| typed(v)).collect()
+    } else {
+        from_raw(&t.raw_data, raw)
+    };
+    ArrayD::from_shape_vec(shape, v)
+        .map_err(|e| Error::invalid(format!("{}: {e}", tensor_label(t))))
+}
+
+/// Decodes a TensorProto into a Tensor. Errors name the tensor and say why (for
 /// example an element type the reference backend does not compute on).
 pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
     validate(t, limits)?;
@@ -140,9 +157,37 @@ pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
             };
             Tensor::Bool(ArrayD::from_shape_vec(shape, v).map_err(build)?)
         }
+        // Typed fields: 8- and 16-bit types one per int32 (float16/bfloat16 as their bits, per
+        // onnx.proto), uint32 and uint64 one per uint64.
+        dt::INT8 => Tensor::I8(small(t, shape, i8::from_le_bytes, |v| v as i8)?),
+        dt::UINT8 => Tensor::U8(small(t, shape, u8::from_le_bytes, |v| v as u8)?),
+        dt::INT16 => Tensor::I16(small(t, shape, i16::from_le_bytes, |v| v as i16)?),
+        dt::UINT16 => Tensor::U16(small(t, shape, u16::from_le_bytes, |v| v as u16)?),
+        dt::FLOAT16 => Tensor::F16(small(t, shape, f16::from_le_bytes, |v| {
+            f16::from_bits(v as u16)
+        })?),
+        dt::BFLOAT16 => Tensor::BF16(small(t, shape, bf16::from_le_bytes, |v| {
+            bf16::from_bits(v as u16)
+        })?),
+        dt::UINT32 => {
+            let v = if raw {
+                from_raw(&t.raw_data, u32::from_le_bytes)
+            } else {
+                t.uint64_data.iter().map(|&v| v as u32).collect()
+            };
+            Tensor::U32(ArrayD::from_shape_vec(shape, v).map_err(build)?)
+        }
+        dt::UINT64 => {
+            let v = if raw {
+                from_raw(&t.raw_data, u64::from_le_bytes)
+            } else {
+                t.uint64_data.clone()
+            };
+            Tensor::U64(ArrayD::from_shape_vec(shape, v).map_err(build)?)
+        }
         other => {
             return Err(Error::invalid(format!(
-                "{}: element type {} is stored but not computed on by the reference backend",
+                "{}: element type {} is stored but not held by the reference backend",
                 tensor_label(t),
                 DType(other)
             )))
@@ -158,6 +203,14 @@ pub fn from_tensor(name: &str, t: &Tensor) -> TensorProto {
         Tensor::I32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::I64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::Bool(a) => a.iter().map(|&v| v as u8).collect(),
+        Tensor::F16(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::BF16(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::I8(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::U8(a) => a.iter().copied().collect(),
+        Tensor::I16(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::U16(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::U32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::U64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
     };
     TensorProto {
         name: name.to_string(),

@@ -3,6 +3,7 @@
 //! | op | versions | attributes (default) | notes |
 //! |---|---|---|---|
 //! | Cast | 6- | `to` (required); `saturate` (19), `round_mode` (24): float8/4 only | floats to ints truncate toward zero |
+//! | CastLike | 15- | `saturate` (19), `round_mode` (24): float8/4 only | input 1 gives only the target type |
 //! | Constant | 1- | exactly one of `value`, `value_float(s)`, `value_int(s)`, `value_string(s)`, `sparse_value` | decoded once, at parse |
 
 use ndarray::{ArrayD, IxDyn};
@@ -12,7 +13,6 @@ use super::lowering::{NodeCtx, R};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::{Dim, TensorType};
 use crate::limits::Limits;
-use crate::onnx::proto::data_type as dt;
 use crate::onnx::tensor::to_tensor;
 use crate::tensor::{DType, Tensor};
 
@@ -32,6 +32,9 @@ impl Cast {
 }
 
 impl Op for Cast {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         vec![TensorType {
             dtype: Some(self.to),
@@ -54,6 +57,30 @@ impl Op for Cast {
         };
         c.ew(1, &e)
     }
+}
+
+super::plain_ops!(CastLike);
+
+impl Op for CastLike {
+    fn any_element_type(&self) -> bool {
+        true
+    }
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![TensorType {
+            dtype: cx.input(1).dtype,
+            shape: cx.input(0).shape,
+        }]
+    }
+    fn kernel(&self) -> Kernel {
+        cast_like
+    }
+}
+
+/// CastLike: Cast to the element type of input 1 (whose values are not read).
+pub fn cast_like(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "CastLike";
+    let src = input(OP, inputs, 0)?;
+    cast_to(ctx, OP, src, input(OP, inputs, 1)?.dtype())
 }
 
 #[derive(Debug)]
@@ -101,6 +128,9 @@ impl Constant {
 }
 
 impl Op for Constant {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, _: &InferCx) -> Vec<TensorType> {
         vec![self.ty.clone()]
     }
@@ -109,45 +139,20 @@ impl Op for Constant {
     }
 }
 
-/// Every source element converted with `as` (floats to ints truncate toward zero and saturate;
-/// NaN becomes 0 where C leaves it undefined); bool sources give 0/1.
-macro_rules! cast_num {
-    ($src:expr, $t:ty) => {
-        match $src {
-            Tensor::F32(a) => a.mapv(|v| v as $t),
-            Tensor::F64(a) => a.mapv(|v| v as $t),
-            Tensor::I32(a) => a.mapv(|v| v as $t),
-            Tensor::I64(a) => a.mapv(|v| v as $t),
-            Tensor::Bool(a) => a.mapv(|v| u8::from(v) as $t),
-        }
-    };
-}
-
-/// Cast among the computable types. `saturate` (19+) and `round_mode` (24+) only concern
-/// float8/float4 targets, which this backend does not hold.
+/// Cast between any two held types (`Tensor::cast` owns the conversions). `saturate` (19+)
+/// and `round_mode` (24+) only concern float8/float4 targets, which this backend does not hold.
 pub fn cast(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "Cast";
     let src = input(OP, inputs, 0)?;
-    let to = ctx.attrs::<Cast>()?.to;
-    check_out(ctx, OP, src.shape(), bits(to))?;
-    Ok(vec![match to.0 {
-        dt::FLOAT => Tensor::F32(cast_num!(src, f32)),
-        dt::DOUBLE => Tensor::F64(cast_num!(src, f64)),
-        dt::INT32 => Tensor::I32(cast_num!(src, i32)),
-        dt::INT64 => Tensor::I64(cast_num!(src, i64)),
-        dt::BOOL => Tensor::Bool(match src {
-            Tensor::F32(a) => a.mapv(|v| v != 0.0),
-            Tensor::F64(a) => a.mapv(|v| v != 0.0),
-            Tensor::I32(a) => a.mapv(|v| v != 0),
-            Tensor::I64(a) => a.mapv(|v| v != 0),
-            Tensor::Bool(a) => a.clone(),
-        }),
-        _ => {
-            return Err(format!(
-                "{OP}: target type {to} is not supported by the reference backend"
-            ))
-        }
-    }])
+    cast_to(ctx, OP, src, ctx.attrs::<Cast>()?.to)
+}
+
+fn cast_to(ctx: &KernelCtx, op: &str, src: &Tensor, to: DType) -> KernelResult {
+    check_out(ctx, op, src.shape(), bits(to))?;
+    let out = src.cast(to).ok_or_else(|| {
+        format!("{op}: target type {to} is not supported by the reference backend")
+    })?;
+    Ok(vec![out])
 }
 
 const CONSTANT_ATTRS: [&str; 8] = [

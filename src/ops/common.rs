@@ -16,6 +16,14 @@ macro_rules! map_tensor {
             $crate::tensor::Tensor::I32($a) => $crate::tensor::Tensor::I32($body),
             $crate::tensor::Tensor::I64($a) => $crate::tensor::Tensor::I64($body),
             $crate::tensor::Tensor::Bool($a) => $crate::tensor::Tensor::Bool($body),
+            $crate::tensor::Tensor::F16($a) => $crate::tensor::Tensor::F16($body),
+            $crate::tensor::Tensor::BF16($a) => $crate::tensor::Tensor::BF16($body),
+            $crate::tensor::Tensor::I8($a) => $crate::tensor::Tensor::I8($body),
+            $crate::tensor::Tensor::U8($a) => $crate::tensor::Tensor::U8($body),
+            $crate::tensor::Tensor::I16($a) => $crate::tensor::Tensor::I16($body),
+            $crate::tensor::Tensor::U16($a) => $crate::tensor::Tensor::U16($body),
+            $crate::tensor::Tensor::U32($a) => $crate::tensor::Tensor::U32($body),
+            $crate::tensor::Tensor::U64($a) => $crate::tensor::Tensor::U64($body),
         }
     };
 }

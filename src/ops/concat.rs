@@ -28,6 +28,9 @@ impl Concat {
 }
 
 impl Op for Concat {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let shape = (|| {
             let shapes = cx.input_shapes()?;
@@ -127,5 +130,13 @@ pub fn concat(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         Tensor::I32(_) => cat!(I32),
         Tensor::I64(_) => cat!(I64),
         Tensor::Bool(_) => cat!(Bool),
+        Tensor::F16(_) => cat!(F16),
+        Tensor::BF16(_) => cat!(BF16),
+        Tensor::I8(_) => cat!(I8),
+        Tensor::U8(_) => cat!(U8),
+        Tensor::I16(_) => cat!(I16),
+        Tensor::U16(_) => cat!(U16),
+        Tensor::U32(_) => cat!(U32),
+        Tensor::U64(_) => cat!(U64),
     }])
 }

@@ -46,6 +46,9 @@ impl Gather {
 }
 
 impl Op for Gather {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let (data, idx) = (cx.input(0), cx.input(1));
         let shape = match (&data.shape, &idx.shape) {
@@ -83,6 +86,9 @@ impl Flatten {
 }
 
 impl Op for Flatten {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let x = cx.input(0);
         let shape = x.shape.as_ref().and_then(|s| {
@@ -124,6 +130,9 @@ fn has_negative(dims: &[Dim]) -> bool {
 }
 
 impl Op for Expand {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let x = cx.input(0);
         let shape = match (&x.shape, cx.elements(1)) {
@@ -159,6 +168,9 @@ impl Trilu {
 }
 
 impl Op for Trilu {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         vec![cx.input(0)]
     }
@@ -268,6 +280,9 @@ impl ConstantOfShape {
 }
 
 impl Op for ConstantOfShape {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let shape = match cx.elements(0) {
             Some(d) if !has_negative(&d) => Some(d),

@@ -110,6 +110,13 @@ pub trait Op: Any + Debug + Send + Sync {
     fn reads_only_shapes(&self) -> bool {
         false
     }
+    /// True when the kernel takes values of every held element type as they are (data movement,
+    /// Cast). Otherwise the executor widens storage types (float16, int8, ...) to their compute
+    /// type before the kernel runs and narrows its outputs back to their declared types
+    /// (`Tensor::widen`/`narrow`), so kernels are written for the compute types only.
+    fn any_element_type(&self) -> bool {
+        false
+    }
 }
 
 /// Why a node has no usable op.

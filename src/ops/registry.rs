@@ -80,6 +80,7 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "Xor", 1, compare::Xor),
     // ai.onnx: data movement (shape_ops.rs; Cast and Constant: cast.rs)
     op!(ONNX, "Cast", 6, cast::Cast),
+    op!(ONNX, "CastLike", 15, cast::CastLike),
     op!(ONNX, "Concat", 1, concat::Concat),
     op!(ONNX, "Constant", 1, cast::Constant),
     op!(ONNX, "Identity", 1, shape_ops::Identity),
@@ -196,7 +197,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(OPS.len(), 66);
+        assert_eq!(OPS.len(), 67);
     }
 
     #[test]

@@ -24,6 +24,9 @@ type P = Result<Box<dyn Op>, String>;
 super::plain_ops!(Identity);
 
 impl Op for Identity {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         vec![cx.input(0)]
     }
@@ -52,6 +55,9 @@ impl Reshape {
 }
 
 impl Op for Reshape {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let x = cx.input(0);
         let shape = cx.elements(1).map(|target| {
@@ -88,6 +94,9 @@ impl Transpose {
 }
 
 impl Op for Transpose {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let x = cx.input(0);
         let shape = x.shape.as_ref().and_then(|s| {
@@ -158,6 +167,9 @@ impl Shape {
 }
 
 impl Op for Shape {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let len = cx.input(0).rank().map(|r| {
             let (start, end) = self.range(r as i64);
@@ -221,6 +233,9 @@ fn static_axes(cx: &InferCx, axes: &Axes) -> Option<Vec<i64>> {
 }
 
 impl Op for Unsqueeze {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let x = cx.input(0);
         let shape = match (x.shape.as_ref(), static_axes(cx, &self.axes)) {
@@ -244,6 +259,9 @@ impl Op for Unsqueeze {
 }
 
 impl Op for Squeeze {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let x = cx.input(0);
         let axes = static_axes(cx, &self.axes);

@@ -63,6 +63,9 @@ impl Slice {
 }
 
 impl Op for Slice {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let x = cx.input(0);
         let shape = x.shape.as_ref().and_then(|s| self.shape(cx, s));
@@ -219,6 +222,9 @@ impl Split {
 }
 
 impl Op for Split {
+    fn any_element_type(&self) -> bool {
+        true
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         self.shapes(cx)
     }

@@ -124,31 +124,38 @@ pub fn random_inputs(
         let as_i64: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
         let n = limits.check_dims(&format!("input '{}'", v.name), &as_i64, bits)? as usize;
         let ix = IxDyn(&shape);
-        let t = match dtype {
-            DType::F32 => Tensor::F32(ArrayD::from_shape_simple_fn(ix, || rng.next_f32())),
-            DType::F64 => Tensor::F64(ArrayD::from_shape_simple_fn(ix, || rng.next_f32() as f64)),
-            DType::I64 => {
-                let m = int_bound(model, id);
+        // Generated in the compute type, then stored as the declared type (float16 rounds;
+        // small integer types get values within their range).
+        let span = 1u64 << (bits.clamp(1, 63) - 1);
+        let t = match dtype.compute() {
+            Some(DType::F32) => Tensor::F32(ArrayD::from_shape_simple_fn(ix, || rng.next_f32())),
+            Some(DType::F64) => {
+                Tensor::F64(ArrayD::from_shape_simple_fn(ix, || rng.next_f32() as f64))
+            }
+            Some(DType::I64) => {
+                let m = int_bound(model, id).min(span);
                 Tensor::I64(ArrayD::from_shape_simple_fn(ix, || {
                     (rng.next_u64() % m) as i64
                 }))
             }
-            DType::I32 => {
-                let m = int_bound(model, id);
+            Some(DType::I32) => {
+                let m = int_bound(model, id).min(span);
                 Tensor::I32(ArrayD::from_shape_simple_fn(ix, || {
                     (rng.next_u64() % m) as i32
                 }))
             }
-            DType::BOOL => {
+            Some(DType::BOOL) => {
                 Tensor::Bool(ArrayD::from_shape_simple_fn(ix, || rng.next_u64() & 1 == 1))
             }
-            other => {
-                return Err(Error::Input {
-                    name: v.name.clone(),
-                    message: format!("cannot generate random {other} data"),
-                })
-            }
+            _ => None.ok_or_else(|| Error::Input {
+                name: v.name.clone(),
+                message: format!("cannot generate random {dtype} data"),
+            })?,
         };
+        let t = t.narrow(dtype).ok_or_else(|| Error::Input {
+            name: v.name.clone(),
+            message: format!("cannot generate random {dtype} data"),
+        })?;
         debug_assert_eq!(t.len(), n);
         out.insert(v.name.clone(), t);
     }

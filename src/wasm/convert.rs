@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
-use crate::Tensor;
+use crate::{DType, Tensor};
 
 /// Serializes through JSON: results are plain JS objects.
 pub(super) fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsError> {
@@ -95,6 +95,22 @@ pub(super) fn tensors_from_js(v: &JsValue) -> Result<HashMap<String, Tensor>, Js
             "float64" => typed!(js_sys::Float64Array, F64),
             "int32" => typed!(js_sys::Int32Array, I32),
             "int64" => typed!(js_sys::BigInt64Array, I64),
+            "int8" => typed!(js_sys::Int8Array, I8),
+            "uint8" => typed!(js_sys::Uint8Array, U8),
+            "int16" => typed!(js_sys::Int16Array, I16),
+            "uint16" => typed!(js_sys::Uint16Array, U16),
+            "uint32" => typed!(js_sys::Uint32Array, U32),
+            "uint64" => typed!(js_sys::BigUint64Array, U64),
+            // The half types travel as float32 (exact one way, rounded to nearest even the other).
+            "float16" | "bfloat16" => {
+                let wide = typed!(js_sys::Float32Array, F32);
+                let to = if dtype == "float16" {
+                    DType::F16
+                } else {
+                    DType::BF16
+                };
+                wide.narrow(to).expect("float32 narrows to a half type")
+            }
             "bool" => {
                 let bytes = data.dyn_ref::<js_sys::Uint8Array>().ok_or_else(bad)?;
                 Tensor::Bool(array(
@@ -105,7 +121,8 @@ pub(super) fn tensors_from_js(v: &JsValue) -> Result<HashMap<String, Tensor>, Js
             }
             d => {
                 return Err(JsError::new(&format!(
-                    "input '{name}': dtype '{d}' is not one of float32, float64, int32, int64, bool"
+                    "input '{name}': dtype '{d}' is not one of float32, float64, float16, \
+                     bfloat16, int8/16/32/64, uint8/16/32/64, bool"
                 )))
             }
         };
@@ -145,6 +162,15 @@ fn tensor_to_js(t: &Tensor) -> Result<JsValue, JsError> {
         Tensor::I32(a) => typed!(js_sys::Int32Array, a),
         Tensor::I64(a) => typed!(js_sys::BigInt64Array, a),
         Tensor::Bool(a) => typed!(js_sys::Uint8Array, a.mapv(|b| b as u8)),
+        Tensor::I8(a) => typed!(js_sys::Int8Array, a),
+        Tensor::U8(a) => typed!(js_sys::Uint8Array, a),
+        Tensor::I16(a) => typed!(js_sys::Int16Array, a),
+        Tensor::U16(a) => typed!(js_sys::Uint16Array, a),
+        Tensor::U32(a) => typed!(js_sys::Uint32Array, a),
+        Tensor::U64(a) => typed!(js_sys::BigUint64Array, a),
+        // float16/bfloat16 as float32 values (exact); `dtype` still names the model's type.
+        Tensor::F16(a) => typed!(js_sys::Float32Array, a.mapv(f32::from)),
+        Tensor::BF16(a) => typed!(js_sys::Float32Array, a.mapv(f32::from)),
     };
     let o = js_sys::Object::new();
     let shape = js_sys::Array::new();

@@ -473,6 +473,7 @@ fn uniform_constant(t: &Tensor) -> Option<Abs> {
                 .all(|&x| x == first)
                 .then(|| Elem::Int(Poly::constant(first)))?
         }
+        // Storage types (float16, int8, ...) are not mask material here.
         Tensor::F32(_) | Tensor::F64(_) => {
             let v = t.to_f64_vec();
             let first = *v.first()?;
@@ -480,6 +481,7 @@ fn uniform_constant(t: &Tensor) -> Option<Abs> {
                 .all(|&x| x.to_bits() == first.to_bits())
                 .then_some(Elem::Float(first))?
         }
+        _ => return None,
     };
     Some(Abs {
         dtype: t.dtype(),

@@ -1,6 +1,7 @@
 //! The executor: a plan made once per model (kernels looked up, constants decoded, last uses
 //! computed), then run any number of times.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::ir::model::display_domain;
@@ -8,7 +9,7 @@ use crate::ir::{Dim, Model, NodeId, ValueId};
 use crate::limits::Limits;
 use crate::onnx::tensor::{to_tensor, validate};
 use crate::ops::{self, relabel, Kernel, KernelCtx, OpError, OpRef, RelabelShape};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 use crate::{Error, Result};
 
 struct Step<'m> {
@@ -24,6 +25,12 @@ struct Step<'m> {
     /// not a graph output; then the executor moves the tensor instead of copying it, provided it
     /// owns it (a caller's input or an initializer is only borrowed and takes the kernel).
     relabel: Option<RelabelShape>,
+    /// The op computes on the compute types only (see `Op::any_element_type`): storage-typed
+    /// inputs are widened first.
+    widens: bool,
+    /// Per output: the storage type its value is declared to have, to narrow the kernel's
+    /// compute-typed result to.
+    narrow_to: Vec<Option<DType>>,
 }
 
 /// Hears about every node the executor runs: `before` just ahead of reading its inputs, `after`
@@ -129,13 +136,23 @@ impl<'m> Executor<'m> {
                     also: String::new(),
                 });
             }
+            let narrow_to = node
+                .outputs
+                .iter()
+                .map(|v| {
+                    let d = g.value((*v)?).ty.dtype?;
+                    (!d.is_compute() && d.compute().is_some()).then_some(d)
+                })
+                .collect();
             steps.push(Step {
                 node: id,
                 kernel: op.kernel(),
+                widens: !op.any_element_type(),
                 op,
                 opset,
                 free_after: Vec::new(),
                 relabel: None,
+                narrow_to,
             });
         }
         let mut last_use: HashMap<ValueId, usize> = HashMap::new();
@@ -277,8 +294,26 @@ impl<'m> Executor<'m> {
                     unreachable!("checked to be Owned above")
                 };
                 vec![relabel(&node.op_type, t, &shape).map_err(kernel_err)?]
+            } else if step.widens && args.iter().flatten().any(|t| !t.dtype().is_compute()) {
+                let wide: Vec<Option<Cow<Tensor>>> =
+                    args.iter().map(|a| a.map(|t| t.widen())).collect();
+                let wide_args: Vec<Option<&Tensor>> = wide.iter().map(|a| a.as_deref()).collect();
+                let outs = (step.kernel)(&ctx, &wide_args).map_err(kernel_err)?;
+                // An output of undeclared type takes the first storage-typed input's type when
+                // the kernel left it in that type's compute type (Add of two float16s).
+                let first = args
+                    .iter()
+                    .flatten()
+                    .map(|t| t.dtype())
+                    .find(|d| !d.is_compute());
+                narrow_outputs(outs, &step.narrow_to, first).map_err(kernel_err)?
             } else {
-                (step.kernel)(&ctx, &args).map_err(kernel_err)?
+                let outs = (step.kernel)(&ctx, &args).map_err(kernel_err)?;
+                if step.narrow_to.iter().any(Option::is_some) {
+                    narrow_outputs(outs, &step.narrow_to, None).map_err(kernel_err)?
+                } else {
+                    outs
+                }
             };
             if outs.len() < node.outputs.iter().flatten().count() {
                 return Err(Error::Kernel {
@@ -329,6 +364,31 @@ impl<'m> Executor<'m> {
         }
         Ok(result)
     }
+}
+
+/// Stores each output in its declared storage type (`Tensor::narrow`); outputs already of that
+/// type, or of a compute type that was declared, pass through.
+fn narrow_outputs(
+    outs: Vec<Tensor>,
+    narrow_to: &[Option<DType>],
+    fallback: Option<DType>,
+) -> std::result::Result<Vec<Tensor>, String> {
+    outs.into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let declared = narrow_to.get(i).copied().flatten();
+            let to = match (declared, fallback) {
+                (Some(d), _) => d,
+                (None, Some(f)) if f.compute() == Some(t.dtype()) => f,
+                _ => return Ok(t),
+            };
+            if t.dtype() == to {
+                return Ok(t);
+            }
+            t.narrow(to)
+                .ok_or_else(|| format!("output {i} is {} where {to} is declared", t.dtype()))
+        })
+        .collect()
 }
 
 /// Checks a caller's tensor against the input's declared type and shape; symbolic dims must bind
@@ -402,6 +462,39 @@ mod tests {
             .unwrap()
             .run(&inputs)
             .unwrap()
+    }
+
+    /// Storage types reach a compute kernel widened and leave narrowed to their declared type:
+    /// float16 1 + 2^-11 is a tie that the float32 sum leaves exact and the narrowing rounds
+    /// to even (1.0); int8 -100 + -100 wraps to 56; data movement (Transpose) keeps the type.
+    #[test]
+    fn storage_types_are_widened_for_kernels_and_narrowed_back() {
+        use half::f16;
+        let mut b = GraphBuilder::new("g", 17);
+        let h = b.input("H", DType::F16, vec![Dim::Known(2)]);
+        let q = b.input("Q", DType::I8, vec![Dim::Known(2)]);
+        let hs = b.op("Add", &[h, h], vec![]);
+        let hh = b.op("Add", &[hs, h], vec![]);
+        let qq = b.op("Add", &[q, q], vec![]);
+        let qt = b.op("Transpose", &[qq], vec![]);
+        b.output(hh, "HH");
+        b.output(qt, "QT");
+        let m = b.build();
+        let tie = f16::from_f32(1.0 + 2f32.powi(-11) / 3.0);
+        let halves = ArrayD::from_shape_vec(IxDyn(&[2]), vec![f16::ONE, tie]).unwrap();
+        let bytes = ArrayD::from_shape_vec(IxDyn(&[2]), vec![-100i8, 7]).unwrap();
+        let out = run(&m, &[("H", Tensor::F16(halves)), ("Q", Tensor::I8(bytes))]);
+        let Tensor::F16(hh) = &out[0].1 else {
+            panic!("HH is {:?}", out[0].1.dtype())
+        };
+        assert_eq!(hh.iter().map(|v| v.to_f32()).collect::<Vec<_>>()[0], 3.0);
+        // Each f16 sum rounds: 3 * tie in f32, rounded once per Add, never a float32 result.
+        let twice = f16::from_f32(tie.to_f32() * 2.0);
+        assert_eq!(hh[1], f16::from_f32(twice.to_f32() + tie.to_f32()));
+        assert_eq!(
+            out[1].1,
+            Tensor::I8(ArrayD::from_shape_vec(IxDyn(&[2]), vec![56, 14]).unwrap())
+        );
     }
 
     /// A value read by a Reshape and then by a later node keeps its data for that node: only the

@@ -600,9 +600,10 @@ fn to_gpu_bytes(name: &str, t: &Tensor) -> Result<Vec<u8>> {
                 out.extend(n.to_le_bytes());
             }
         }
-        Tensor::F64(_) => {
+        other => {
             return Err(gpu_err(format!(
-                "'{name}' is float64, which webgpu does not do"
+                "'{name}' is {}, which webgpu does not do",
+                other.dtype()
             )))
         }
     }
