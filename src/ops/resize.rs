@@ -40,40 +40,42 @@ use crate::tensor::Tensor;
 
 type P = Result<Box<dyn Op>, String>;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Mode {
-    Nearest,
-    Linear,
-    Cubic,
+/// An attribute's string values as an enum, with `named` reading one.
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub enum $name { $($(#[$vm])* $v),* }
+        impl $name {
+            fn named(s: &str) -> Option<Self> {
+                match s { $($s => Some($name::$v),)* _ => None }
+            }
+        }
+    };
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Coord {
-    HalfPixel,
-    HalfPixelSymmetric,
-    PytorchHalfPixel,
-    AlignCorners,
-    Asymmetric,
-    TfHalfPixelForNn,
-    TfCropAndResize,
-}
+named_enum!(Mode { Nearest = "nearest", Linear = "linear", Cubic = "cubic" });
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Nearest {
-    RoundPreferFloor,
-    RoundPreferCeil,
-    Floor,
-    Ceil,
-    /// Versions before 11: down when upsampling, up when downsampling.
-    Simple,
-}
+named_enum!(Coord {
+    HalfPixel = "half_pixel",
+    HalfPixelSymmetric = "half_pixel_symmetric",
+    PytorchHalfPixel = "pytorch_half_pixel",
+    AlignCorners = "align_corners",
+    Asymmetric = "asymmetric",
+    TfHalfPixelForNn = "tf_half_pixel_for_nn",
+    TfCropAndResize = "tf_crop_and_resize",
+});
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Policy {
-    Stretch,
-    NotLarger,
-    NotSmaller,
-}
+named_enum!(Nearest {
+    RoundPreferFloor = "round_prefer_floor",
+    RoundPreferCeil = "round_prefer_ceil",
+    Floor = "floor",
+    Ceil = "ceil",
+    /// Versions before 11 (no nearest_mode): down when upsampling, up when downsampling.
+    Simple = "",
+});
+
+named_enum!(Policy { Stretch = "stretch", NotLarger = "not_larger", NotSmaller = "not_smaller" });
 
 /// Where the resize arguments come from.
 #[derive(Clone, Debug, PartialEq)]
@@ -135,71 +137,47 @@ impl Resize {
 
     fn parse_as(a: &Attrs, name: &'static str, args: Args) -> P {
         let (v11, v18) = (a.opset >= 11, a.opset >= 18);
-        let text = |key: &str, default: &str| -> Result<String, String> {
-            Ok(a.string(key)?.unwrap_or_else(|| default.into()))
-        };
-        let bad = |key: &str, v: &str| format!("{name}: {key} '{v}' is not supported");
-        let mode = match text("mode", "nearest")?.as_str() {
-            "nearest" => Mode::Nearest,
-            "linear" => Mode::Linear,
-            "cubic" if v11 => Mode::Cubic,
-            m => return Err(bad("mode", m)),
-        };
-        let coord = if !v11 {
-            Coord::Asymmetric
-        } else {
-            match text("coordinate_transformation_mode", "half_pixel")?.as_str() {
-                "half_pixel" => Coord::HalfPixel,
-                "half_pixel_symmetric" if a.opset >= 19 => Coord::HalfPixelSymmetric,
-                "pytorch_half_pixel" => Coord::PytorchHalfPixel,
-                "align_corners" => Coord::AlignCorners,
-                "asymmetric" => Coord::Asymmetric,
-                "tf_half_pixel_for_nn" if a.opset < 13 => Coord::TfHalfPixelForNn,
-                "tf_crop_and_resize" => Coord::TfCropAndResize,
-                m => return Err(bad("coordinate_transformation_mode", m)),
-            }
-        };
-        let nearest = if !v11 {
-            Nearest::Simple
-        } else {
-            match text("nearest_mode", "round_prefer_floor")?.as_str() {
-                "round_prefer_floor" => Nearest::RoundPreferFloor,
-                "round_prefer_ceil" => Nearest::RoundPreferCeil,
-                "floor" => Nearest::Floor,
-                "ceil" => Nearest::Ceil,
-                m => return Err(bad("nearest_mode", m)),
-            }
-        };
-        let policy = if !v18 {
-            Policy::Stretch
-        } else {
-            match text("keep_aspect_ratio_policy", "stretch")?.as_str() {
-                "stretch" => Policy::Stretch,
-                "not_larger" => Policy::NotLarger,
-                "not_smaller" => Policy::NotSmaller,
-                m => return Err(bad("keep_aspect_ratio_policy", m)),
-            }
-        };
+        let float =
+            |k: &str, d: f32| Ok::<_, String>(f64::from(if v11 { a.float(k, d)? } else { d }));
+        // A string attribute read through `named` (None: not a value this opset defines).
+        macro_rules! get {
+            ($key:literal, $default:literal, $named:expr) => {{
+                let v = a.string($key)?.unwrap_or_else(|| $default.into());
+                let e = || {
+                    format!(
+                        "{name}: {} '{v}' is not supported at opset {}",
+                        $key, a.opset
+                    )
+                };
+                $named(v.as_str()).ok_or_else(e)
+            }};
+        }
+        let mode = get!("mode", "nearest", |s| Mode::named(s)
+            .filter(|&m| v11 || m != Mode::Cubic))?;
+        let coord = get!("coordinate_transformation_mode", "half_pixel", |s| {
+            Coord::named(s).filter(|&c| match c {
+                Coord::HalfPixelSymmetric => a.opset >= 19,
+                Coord::TfHalfPixelForNn => a.opset < 13,
+                _ => true,
+            })
+        });
+        let nearest = get!("nearest_mode", "round_prefer_floor", |s| {
+            Nearest::named(s).filter(|&n| n != Nearest::Simple)
+        });
+        let policy = get!("keep_aspect_ratio_policy", "stretch", Policy::named);
         Ok(Box::new(Resize {
             name,
             args,
             mode,
-            coord,
-            nearest,
-            cubic_a: f64::from(if v11 {
-                a.float("cubic_coeff_a", -0.75)?
-            } else {
-                -0.75
-            }),
+            // Before 11 neither attribute exists: asymmetric, and onnxruntime's rounding.
+            coord: if v11 { coord? } else { Coord::Asymmetric },
+            nearest: if v11 { nearest? } else { Nearest::Simple },
+            cubic_a: float("cubic_coeff_a", -0.75)?,
             exclude_outside: v11 && a.flag("exclude_outside", false)?,
-            extrapolation: f64::from(if v11 {
-                a.float("extrapolation_value", 0.0)?
-            } else {
-                0.0
-            }),
+            extrapolation: float("extrapolation_value", 0.0)?,
             antialias: v18 && a.flag("antialias", false)?,
             axes: if v18 { a.ints("axes")? } else { None },
-            policy,
+            policy: if v18 { policy? } else { Policy::Stretch },
         }))
     }
 
@@ -299,7 +277,7 @@ impl Resize {
                     };
                 }
             }
-            (Known::Absent, Known::Value(v)) if v.len() == axes.len() => {
+            (_, Known::Value(v)) if v.len() == axes.len() => {
                 if self.policy == Policy::Stretch {
                     for (&a, &d) in axes.iter().zip(&v) {
                         out[a] = if d >= 0 { Dim::Known(d) } else { Dim::Unknown };
@@ -564,13 +542,12 @@ impl Resize {
             (None, None) => return Err(format!("{op}: one of scales and sizes is required")),
             (Some(sc), None) => {
                 count(sc.len(), "scales")?;
-                let min = if op == "Upsample" {
-                    1.0
-                } else {
-                    f64::MIN_POSITIVE
-                };
-                if let Some(bad) = sc.iter().find(|s| !(s.is_finite() && **s >= min)) {
-                    let want = if op == "Upsample" { ">= 1" } else { "positive" };
+                let up = op == "Upsample";
+                if let Some(bad) = sc
+                    .iter()
+                    .find(|&&s| !(s.is_finite() && s > 0.0 && (s >= 1.0 || !up)))
+                {
+                    let want = if up { ">= 1" } else { "positive" };
                     return Err(format!("{op}: scale {bad} must be finite and {want}"));
                 }
                 let outs = ins
