@@ -401,7 +401,7 @@ impl Resize {
 
     /// Linear and cubic: the weights of every output position's neighbours. The kernel is
     /// stretched by 1/scale when antialiasing a downscale, which widens the window.
-    fn taps(&self, p: &AxisPlan, n_in: usize) -> Result<Taps, String> {
+    fn taps(&self, ctx: &KernelCtx, p: &AxisPlan, n_in: usize) -> Result<Taps, String> {
         let support = if self.mode == Mode::Cubic { 2.0 } else { 1.0 };
         let s = if self.antialias {
             p.scale.min(1.0)
@@ -421,8 +421,9 @@ impl Resize {
                 _ => (1.0 - d).clamp(0.0, 1.0),
             }
         };
-        let len = p.out.checked_mul(n).filter(|&l| l <= 1 << 32);
-        let len = len.ok_or_else(|| format!("{}: interpolation window too large", self.name))?;
+        // An index and a weight per tap.
+        check_out(ctx, self.name, &[p.out, n], 128)?;
+        let len = p.out * n;
         let mut t = Taps {
             n,
             idx: Vec::with_capacity(len),
@@ -622,16 +623,17 @@ impl Resize {
         } else {
             0.0
         };
-        let next = |dims: &[usize], p: &AxisPlan| {
+        // Each intermediate (of `bytes`-sized elements) is checked before it is allocated.
+        let next = |dims: &[usize], p: &AxisPlan, bytes: usize| {
             let mut d = dims.to_vec();
             d[p.axis] = p.out;
-            check_out(ctx, self.name, &d, 64).map(|_| d)
+            check_out(ctx, self.name, &d, 8 * bytes as u64).map(|_| d)
         };
         let data: Vec<T> = if self.mode == Mode::Nearest {
             let mut data: Vec<T> = a.iter().copied().collect();
             for p in plans {
                 let map = self.nearest_map(p, dims[p.axis]);
-                let d = next(&dims, p)?;
+                let d = next(&dims, p, size_of::<T>())?;
                 data = gather_axis(&data, &dims, p.axis, &map, T::of_f64(fill));
                 dims = d;
             }
@@ -639,8 +641,8 @@ impl Resize {
         } else if T::NUMBER {
             let mut data: Vec<T::Acc> = a.iter().map(|&v| T::Acc::of_f64(v.to_f64())).collect();
             for p in plans {
-                let taps = self.taps(p, dims[p.axis])?;
-                let d = next(&dims, p)?;
+                let d = next(&dims, p, size_of::<T::Acc>())?;
+                let taps = self.taps(ctx, p, dims[p.axis])?;
                 data = interp_axis(&data, &dims, p.axis, &taps, T::Acc::of_f64(fill));
                 dims = d;
             }

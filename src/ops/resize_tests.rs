@@ -266,3 +266,28 @@ fn inference_from_constant_scales_and_sizes() {
     assert_eq!(s.len(), 3);
     assert!(s.iter().all(|d| !matches!(d, Dim::Known(_))), "{s:?}");
 }
+
+#[test]
+fn symmetric_and_pytorch_half_pixel() {
+    // half_pixel_symmetric, [0, 1, 2, 3] at scale 0.6 (2 outputs of 2.4): offset
+    // 2 * (1 - 2 / 2.4) = 1/3, x = 1/3 + (y + 0.5) / 0.6 - 0.5 = 2/3, 7/3.
+    let x = f32s(&[4], &[0., 1., 2., 3.]);
+    let n = rs(&[
+        ("mode", "linear"),
+        ("coordinate_transformation_mode", "half_pixel_symmetric"),
+    ]);
+    assert_close(
+        &scaled(&n, &x, &[0.6]),
+        &f32s(&[2], &[2. / 3., 7. / 3.]),
+        1e-6,
+    );
+    // pytorch_half_pixel maps a one-element output to 0 (the spec; the ONNX reference's -0.5
+    // would blend in a clamped neighbour under cubic and give 10.9375).
+    let x = f32s(&[4], &[10., 0., 0., 0.]);
+    let n = rs(&[
+        ("mode", "cubic"),
+        ("coordinate_transformation_mode", "pytorch_half_pixel"),
+    ]);
+    let y = run11(&n, 19, &x, None, None, Some(&[1])).unwrap();
+    assert_eq!(y, f32s(&[1], &[10.]));
+}
