@@ -5,7 +5,7 @@ Run from the repository root with the project venv (scripts/setup.sh does):
 
     .venv/bin/python scripts/fetch_models.py [--out tests/data/models] [--only SOURCE ...] [--force]
 
-Two sources, both reached only through what is already installed or through pip (PyPI):
+Three sources, reached only through what is installed, what is committed, or pip (PyPI):
 
 onnx_light    The nine weight-stripped CNNs the installed `onnx` wheel ships in
               onnx/backend/test/data/light/ (AlexNet, DenseNet-121, Inception v1/v2, ResNet-50,
@@ -16,10 +16,19 @@ onnx_light    The nine weight-stripped CNNs the installed `onnx` wheel ships in
               ConstantOfShape becomes an initializer of the same name, shape and dtype holding
               seeded random values chosen by what reads it (He-normal N(0, 2/fan_in) for Conv and
               Gemm weights, so activations keep their scale through the ReLUs; biases N(0, 0.1^2);
-              batch-norm scale U(0.8, 1.2), bias and mean N(0, 0.1^2), variance U(0.5, 1.5)).
-              The kept tensors stay as they are. Written to onnx_light/<model>.onnx, checked with
-              onnx.checker (full check) and run once in onnxruntime (all outputs finite). The
-              values depend only on the tensor name and SEED, not on file or dict order.
+              batch-norm scale U(0.8, 1.2), bias N(0, 0.1^2)); the kept tensors stay as they
+              are. Then every BatchNormalization's running mean and variance are set to what it
+              sees on one seeded N(0, 1) image (calibrate_batch_norm: without it ResNet-50's
+              logits reach ~1e5 and DenseNet-121 overflows). Written to onnx_light/<model>.onnx,
+              checked with onnx.checker (full check) and run once in onnxruntime (all outputs
+              finite). The values depend only on the tensor name and SEED, not on file order.
+
+torchvision   tests/models/zoo/graphs/*.onnx: torchvision's MobileNetV3-small and ResNet-18 as
+              scripts/export_zoo.py commits them, weights stripped to the same ConstantOfShape
+              format (their weights are 10 and 47 MB); filled the same way, then each Conv's
+              weight scaled so its output has unit spread on the seeded image (normalize_convs:
+              the exporter folded batch norm into the convs, so nothing else keeps the
+              residual sums in range), into torchvision/<model>.onnx.
 
 wheels        Every .onnx inside the pinned rapidocr, rapidocr-onnxruntime and silero-vad wheels:
               `pip download --no-deps --only-binary=:all: NAME==VERSION` into <out>/.wheels/
@@ -42,6 +51,7 @@ import tempfile
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -52,8 +62,10 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "tests" / "data" / "models"
 SEED = 20261203
 
-# Bump when the fill below changes, so fetched files are regenerated.
-LIGHT_RECIPE = "onnx_light-fill-v1"
+ZOO_GRAPHS = REPO / "tests" / "models" / "zoo" / "graphs"
+
+# Bump when the fill below changes, so filled files are regenerated.
+FILL_RECIPE = "fill-v1"
 
 # Pinned wheels: (package, version, sha256 of the wheel file). Pure-Python wheels, one per
 # version. Bump all three fields together (`pip download --no-deps NAME==VERSION`, `sha256sum`).
@@ -127,11 +139,12 @@ def readers(graph: onnx.GraphProto) -> dict[str, list[tuple[onnx.NodeProto, int]
 
 def role_of(name: str, reads: dict) -> tuple[onnx.NodeProto, int]:
     """The (node, slot) that uses the weight `name`, looking through Unsqueeze/Reshape (DenseNet
-    and Inception v2 unsqueeze per-channel scales; Inception v1 reshapes its classifier weight).
-    A weight must have exactly one such use."""
+    and Inception v2 unsqueeze per-channel scales; Inception v1 reshapes its classifier weight)
+    and Identity (torch's exporter shares equal initializers through it). All uses must be of
+    one kind (op type and input slot)."""
     uses = []
     for node, slot in reads.get(name, []):
-        if node.op_type in ("Unsqueeze", "Reshape") and slot == 0:
+        if node.op_type in ("Unsqueeze", "Reshape", "Identity") and slot == 0:
             uses.append(role_of(node.output[0], reads))
         else:
             uses.append((node, slot))
@@ -208,18 +221,21 @@ def fill_light(src: Path) -> onnx.ModelProto:
     return m
 
 
-def seeded_image(shape: list[int]) -> np.ndarray:
-    return np.random.default_rng(SEED).standard_normal(shape).astype(np.float32)
+def seeded_image(shape: list) -> np.ndarray:
+    """N(0, 1) of `shape`; a symbolic (or unknown) dim is 1."""
+    dims = [d if isinstance(d, int) and d > 0 else 1 for d in shape]
+    return np.random.default_rng(SEED).standard_normal(dims).astype(np.float32)
 
 
-def upstream_batch_norms(g: onnx.GraphProto, bns: list[onnx.NodeProto]) -> dict[int, set[int]]:
-    """For each BN (by index in `bns`): the indices of the BNs its input depends on."""
+def upstream_of(g: onnx.GraphProto, nodes: list[onnx.NodeProto], value_of) -> dict[int, set[int]]:
+    """For each of `nodes` (by index): the indices of the others that its probed value
+    (value_of(node)) depends on."""
     producer = {o: n for n in g.node for o in n.output}
-    bn_index = {id(n): i for i, n in enumerate(bns)}
+    index = {id(n): i for i, n in enumerate(nodes)}
     memo: dict[str, set[int]] = {}
 
     def deps(value: str) -> set[int]:
-        # BNs that `value` depends on; iterative over producers (DenseNet is ~1,700 nodes deep).
+        # Iterative over producers: DenseNet-121 is ~1,700 nodes deep.
         stack = [value]
         while stack:
             v = stack[-1]
@@ -236,13 +252,42 @@ def upstream_batch_norms(g: onnx.GraphProto, bns: list[onnx.NodeProto]) -> dict[
                 stack.extend(todo)
                 continue
             got = set().union(*(memo[x] for x in n.input if x))
-            if id(n) in bn_index:
-                got = got | {bn_index[id(n)]}
+            if id(n) in index:
+                got = got | {index[id(n)]}
             memo[v] = got
             stack.pop()
         return memo[value]
 
-    return {i: deps(n.input[0]) for i, n in enumerate(bns)}
+    return {i: deps(value_of(n)) - {i} for i, n in enumerate(nodes)}
+
+
+def calibrate_in_waves(m: onnx.ModelProto, nodes: list[onnx.NodeProto], value_of, apply) -> int:
+    """For each of `nodes`, runs apply(node, value) with the value value_of(node) takes on one
+    seeded N(0, 1) input, once every node of `nodes` upstream of that value has been through
+    apply. Each wave runs onnxruntime once, asking only for the values of the nodes that are
+    ready. Returns the number of waves (the depth of `nodes`)."""
+    if not nodes:
+        return 0
+    inits = {t.name for t in m.graph.initializer}
+    upstream = upstream_of(m.graph, nodes, value_of)
+    (x,) = [v for v in m.graph.input if v.name not in inits]
+    image = seeded_image([d.dim_value for d in x.type.tensor_type.shape.dim])
+    done: set[int] = set()
+    waves = 0
+    while len(done) < len(nodes):
+        ready = [i for i in range(len(nodes)) if i not in done and upstream[i] <= done]
+        probe = onnx.ModelProto()
+        probe.CopyFrom(m)
+        del probe.graph.output[:]
+        probe.graph.output.extend(onnx.ValueInfoProto(name=value_of(nodes[i])) for i in ready)
+        sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+        for i, v in zip(ready, sess.run(None, {x.name: image}), strict=True):
+            if not np.isfinite(v).all():
+                raise SystemExit(f"fetch_models: {nodes[i].op_type} {nodes[i].name!r}: non-finite values")
+            apply(nodes[i], v)
+        done.update(ready)
+        waves += 1
+    return waves
 
 
 def calibrate_batch_norm(m: onnx.ModelProto) -> int:
@@ -250,40 +295,40 @@ def calibrate_batch_norm(m: onnx.ModelProto) -> int:
     initializers) to the per-channel mean and variance of what it reads on one seeded N(0, 1)
     image, as if the network had been trained on it. Without this, random weights after trained
     (kept) statistics make ResNet-50's logits ~1e5 and ShuffleNet's ~1e6 (softmax saturates to
-    one-hot), and DenseNet-121 overflows. Works in waves: each wave runs onnxruntime once, asking
-    only for the inputs of the BNs whose upstream BNs are all calibrated, and calibrates those.
-    Returns the number of waves (the BN depth)."""
-    g = m.graph
-    bns = [n for n in g.node if n.op_type == "BatchNormalization"]
-    if not bns:
-        return 0
-    inits = {t.name: t for t in g.initializer}
+    one-hot), and DenseNet-121 overflows. Returns the number of waves."""
+    inits = {t.name: t for t in m.graph.initializer}
+    bns = [n for n in m.graph.node if n.op_type == "BatchNormalization"]
     for n in bns:
         if not (n.input[3] in inits and n.input[4] in inits):
             raise SystemExit(f"fetch_models: BatchNormalization {n.name!r}: statistics are not initializers")
-    upstream = upstream_batch_norms(g, bns)
-    (x,) = [v for v in g.input if v.name not in inits]
-    image = seeded_image([d.dim_value for d in x.type.tensor_type.shape.dim])
-    done: set[int] = set()
-    waves = 0
-    while len(done) < len(bns):
-        ready = [i for i in range(len(bns)) if i not in done and upstream[i] <= done]
-        probe = onnx.ModelProto()
-        probe.CopyFrom(m)
-        del probe.graph.output[:]
-        probe.graph.output.extend(onnx.ValueInfoProto(name=bns[i].input[0]) for i in ready)
-        sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
-        for i, v in zip(ready, sess.run(None, {x.name: image}), strict=True):
-            axes = tuple(k for k in range(v.ndim) if k != 1)
-            mean = v.mean(axis=axes, dtype=np.float64)
-            var = np.maximum(v.var(axis=axes, dtype=np.float64), 1e-6)
-            if not (np.isfinite(mean).all() and np.isfinite(var).all()):
-                raise SystemExit(f"fetch_models: BatchNormalization {bns[i].name!r} reads non-finite values")
-            for name, value in ((bns[i].input[3], mean), (bns[i].input[4], var)):
-                inits[name].CopyFrom(numpy_helper.from_array(value.astype(np.float32), name))
-        done.update(ready)
-        waves += 1
-    return waves
+
+    def apply(n: onnx.NodeProto, v: np.ndarray) -> None:
+        axes = tuple(k for k in range(v.ndim) if k != 1)
+        mean = v.mean(axis=axes, dtype=np.float64)
+        var = np.maximum(v.var(axis=axes, dtype=np.float64), 1e-6)
+        for name, value in ((n.input[3], mean), (n.input[4], var)):
+            inits[name].CopyFrom(numpy_helper.from_array(value.astype(np.float32), name))
+
+    return calibrate_in_waves(m, bns, lambda n: n.input[0], apply)
+
+
+def normalize_convs(m: onnx.ModelProto) -> int:
+    """Scales each Conv's weight so that its output has standard deviation 1 on one seeded
+    N(0, 1) image (the idea of LSUV initialization, without the orthogonal start). For networks
+    whose batch norms the exporter folded into the convs: He-normal weights alone let the
+    residual sums grow (ResNet-18's logits reach ~240). A weight must be an initializer that
+    only this Conv reads; others are left alone. Returns the number of waves."""
+    inits = {t.name: t for t in m.graph.initializer}
+    reads = readers(m.graph)
+    convs = [n for n in m.graph.node if n.op_type == "Conv" and n.input[1] in inits
+             and len(reads[n.input[1]]) == 1]
+
+    def apply(n: onnx.NodeProto, v: np.ndarray) -> None:
+        w = inits[n.input[1]]
+        scaled = numpy_helper.to_array(w) / max(float(v.std()), 1e-6)
+        w.CopyFrom(numpy_helper.from_array(scaled.astype(np.float32), w.name))
+
+    return calibrate_in_waves(m, convs, lambda n: n.output[0], apply)
 
 
 def check_runs(path: Path) -> str:
@@ -300,26 +345,51 @@ def check_runs(path: Path) -> str:
     return "; ".join(parts)
 
 
-def fetch_light(out: Path, manifest: Manifest, force: bool) -> None:
-    srcs = sorted(light_dir().glob("light_*.onnx"))
-    if len(srcs) != 9:
-        raise SystemExit(f"fetch_models: expected 9 light_*.onnx in {light_dir()}, found {len(srcs)}")
-    (out / "onnx_light").mkdir(parents=True, exist_ok=True)
+def fill_stripped(out: Path, manifest: Manifest, force: bool, subdir: str, srcs: list[Path],
+                  describe: Callable[[Path], str], rename: Callable[[str], str],
+                  scale_convs: bool = False) -> None:
+    """fill_light + calibrate_batch_norm (+ normalize_convs) + check_runs for each of `srcs`,
+    into <out>/<subdir>/."""
+    (out / subdir).mkdir(parents=True, exist_ok=True)
     for src in srcs:
-        rel = f"onnx_light/{src.name.removeprefix('light_')}"
-        source = f"onnx {onnx.__version__}: {src.relative_to(Path(onnx.__file__).parent.parent)} sha256 {sha256(src)}"
-        if not force and manifest.up_to_date(rel, source, LIGHT_RECIPE):
+        rel = f"{subdir}/{rename(src.name)}"
+        source = f"{describe(src)} sha256 {sha256(src)}"
+        if not force and manifest.up_to_date(rel, source, FILL_RECIPE):
             print(f"fetch_models: {rel}: up to date")
             continue
         dst = out / rel
         tmp = dst.with_suffix(".onnx.tmp")
         m = fill_light(src)
-        passes = calibrate_batch_norm(m)
+        summary = []
+        if waves := calibrate_batch_norm(m):
+            summary.append(f"batch norm calibrated in {waves} waves")
+        if scale_convs and (waves := normalize_convs(m)):
+            summary.append(f"conv outputs normalized in {waves} waves")
         onnx.save(m, str(tmp))
-        summary = check_runs(tmp) + (f"; batch norm calibrated in {passes} waves" if passes else "")
+        summary = "; ".join([check_runs(tmp), *summary])
         tmp.replace(dst)
-        manifest.record(rel, source, LIGHT_RECIPE)
+        manifest.record(rel, source, FILL_RECIPE)
         print(f"fetch_models: {rel}: filled from {src.name} ({dst.stat().st_size:,} bytes; {summary})")
+
+
+def fetch_light(out: Path, manifest: Manifest, force: bool) -> None:
+    srcs = sorted(light_dir().glob("light_*.onnx"))
+    if len(srcs) != 9:
+        raise SystemExit(f"fetch_models: expected 9 light_*.onnx in {light_dir()}, found {len(srcs)}")
+    site = Path(onnx.__file__).parent.parent
+    fill_stripped(out, manifest, force, "onnx_light", srcs,
+                  lambda src: f"onnx {onnx.__version__}: {src.relative_to(site)}",
+                  lambda name: name.removeprefix("light_"))
+
+
+def fetch_torchvision(out: Path, manifest: Manifest, force: bool) -> None:
+    """tests/models/zoo/graphs/*.onnx (scripts/export_zoo.py: torchvision's MobileNetV3-small
+    and ResNet-18, weights stripped to the light format) -> <out>/torchvision/."""
+    srcs = sorted(ZOO_GRAPHS.glob("*.onnx"))
+    if not srcs:
+        raise SystemExit(f"fetch_models: no .onnx in {ZOO_GRAPHS}")
+    fill_stripped(out, manifest, force, "torchvision", srcs,
+                  lambda src: str(src.relative_to(REPO)), lambda name: name, scale_convs=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,7 +442,7 @@ def fetch_wheels(out: Path, manifest: Manifest, force: bool) -> None:
                 print(f"fetch_models: {rel}: extracted from {whl.name} ({dst.stat().st_size:,} bytes)")
 
 
-SOURCES = {"onnx_light": fetch_light, "wheels": fetch_wheels}
+SOURCES = {"onnx_light": fetch_light, "torchvision": fetch_torchvision, "wheels": fetch_wheels}
 
 
 def main() -> None:

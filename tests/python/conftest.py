@@ -209,6 +209,8 @@ _LIGHT = "tests/data/models/onnx_light"
 _OCR = "tests/data/models/rapidocr"
 _OCR_ORT = "tests/data/models/rapidocr-onnxruntime"
 _VAD = "tests/data/models/silero-vad"
+_TORCHVISION = "tests/data/models/torchvision"
+_ZOO = "tests/models/zoo"
 ALLOWED_GAPS: dict[str, set[str]] = {
     f"{_LIGHT}/bvlc_alexnet.onnx": {"Conv", "Dropout", "LRN", "MaxPool"},
     f"{_LIGHT}/densenet121.onnx": {"AveragePool", "BatchNormalization", "Conv", "GlobalAveragePool", "MaxPool"},
@@ -231,6 +233,14 @@ ALLOWED_GAPS: dict[str, set[str]] = {
     f"{_VAD}/silero_vad_16k_sequence.onnx": {"Conv", "LSTM", "Pad"},
     f"{_VAD}/silero_vad_half.onnx": {"Conv", "If", "Pad"},
     f"{_VAD}/silero_vad_op18_ifless.onnx": {"If"},
+    f"{_TORCHVISION}/mobilenet_v3_small.onnx": {"Conv", "GlobalAveragePool", "HardSigmoid", "HardSwish"},
+    f"{_TORCHVISION}/resnet18.onnx": {"Conv", "GlobalAveragePool", "MaxPool"},
+    f"{_ZOO}/bert_tiny_int8.onnx": {"DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger"},
+    f"{_ZOO}/gpt2_tiny_dynamo.onnx": {"GatherND", "Max"},
+    f"{_ZOO}/llama_gqa_tiny_dynamo.onnx": {"GatherND", "Max"},
+    f"{_ZOO}/llama_gqa_tiny_int4.onnx": {"com.microsoft.MatMulNBits"},
+    f"{_ZOO}/vit_tiny.onnx": {"Conv"},
+    f"{_ZOO}/whisper_encoder_tiny.onnx": {"Conv"},
 }
 
 

@@ -65,6 +65,11 @@ def audio_16k(shape: list[int], rng: np.random.Generator) -> np.ndarray:
     return np.clip(x, -1, 1).reshape(shape).astype(np.float32)
 
 
+def log_mel(shape: list[int], rng: np.random.Generator) -> np.ndarray:
+    """Whisper's input features: clamped log10 mel energies scaled into about [-1, 1]."""
+    return rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+
+
 def lstm_state(shape: list[int], rng: np.random.Generator) -> np.ndarray:
     """A recurrent state as a previous chunk leaves it: small values (h and c of an LSTM)."""
     return (0.1 * rng.standard_normal(shape)).astype(np.float32)
@@ -179,6 +184,9 @@ LIGHT = "tests/data/models/onnx_light"
 OCR = "tests/data/models/rapidocr"
 OCR_ORT = "tests/data/models/rapidocr-onnxruntime"
 VAD = "tests/data/models/silero-vad"
+TORCHVISION = "tests/data/models/torchvision"
+ZOO_ID = "tests/models/zoo"
+TEXT_DIMS = {"batch": 2, "seq": 16}
 
 # Silero VAD at 16 kHz reads 512 new samples plus the 64 it kept from the previous chunk.
 VAD_CHUNK = 576
@@ -241,6 +249,36 @@ SPECS: dict[str, Spec] = {
         dims={"batch": 1, "sequence": VAD_CHUNK}, generators=VAD_GENERATORS,
     ),
     f"{VAD}/silero_vad_openvino_16k.onnx": Spec(generators=VAD_GENERATORS),
+    # torchvision (weights filled by scripts/fetch_models.py, calibrated on an N(0, 1) image like
+    # the light CNNs): one 224 x 224 image.
+    f"{TORCHVISION}/mobilenet_v3_small.onnx": Spec(dims={"batch": 1}),
+    f"{TORCHVISION}/resnet18.onnx": Spec(dims={"batch": 1}),
+    # Our exports (scripts/export_models.py --zoo): text models at batch 2, seq 16, the last row
+    # padded by two positions; token ids below the vocabulary of 1000 (the int8 BERT's embedding
+    # is dequantized before its Gather, so the table bound is not visible there).
+    **{
+        f"{ZOO_ID}/{m}.onnx": Spec(dims=TEXT_DIMS, vocab=1000)
+        for m in ["llama_gqa_tiny", "qwen2_tiny", "phi_tiny", "distilbert_tiny",
+                  "gpt2_tiny_dynamo", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4"]
+    },
+    f"{ZOO_ID}/vit_tiny.onnx": Spec(dims={"batch": 2}, generators={"pixel_values": image}),
+    f"{ZOO_ID}/whisper_encoder_tiny.onnx": Spec(
+        dims={"batch": 2}, generators={"input_features": log_mel},
+    ),
+    f"{ZOO_ID}/bert_tiny_int8.onnx": Spec(
+        dims=TEXT_DIMS, vocab=1000, atol=1e-3,
+        why="int8: where x / scale lands within float error of .5, DynamicQuantizeLinear may round "
+            "either way, and each such flip moves an output by one activation step times a "
+            "weight; perturbing the float weights by 1e-6 relative moved last_hidden_state by "
+            "2.9e-5 in onnxruntime, so 1e-3 leaves room for a few flips",
+    ),
+    f"{ZOO_ID}/gpt2_tiny_fp16.onnx": Spec(
+        dims=TEXT_DIMS, vocab=1000, atol=2e-3, rtol=1e-3,
+        why="fp16 inside (float32 logits of |x| <= ~1 out): computing any op in a different order "
+            "or width moves values by ~1 fp16 ulp (~1e-3 relative); perturbing the fp16 weights "
+            "by 1e-3 relative moved the logits by 1.7e-3 in onnxruntime (fp16 vs the float32 "
+            "model: 4e-4)",
+    ),
 }
 
 

@@ -56,6 +56,12 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
         check: "graph verification failed: two nodes are named 'F0::anon'"
         for check in ("run", "optimize", "no_parity")
     },
+    # float16 weights: the reference backend stores float16 tensors but has no kernels on them
+    # yet (optimize --no-parity, which runs no kernel, works).
+    "tests/models/zoo/gpt2_tiny_fp16.onnx": {
+        check: "element type float16 is stored but not computed on by the reference backend"
+        for check in ("run", "optimize")
+    },
 }
 
 MODELS = real_model_files()
