@@ -435,7 +435,8 @@ def export_all(only: set[str] | None) -> list[dict]:
         names = [i.name for i in onnx.load(str(src), load_external_data=False).graph.input]
         rel = check_vs_float(path, src, em.sample_inputs(names, seed=1), bound)
         row = describe(path, model) | {
-            "check": f"max \\|ORT - ORT({src.name})\\| / max \\|out\\| {rel:.2e} (<= {bound}: {why})"}
+            "check": f"max \\|ORT - ORT({src.name})\\| / max \\|out\\| {rel:.2e} "
+                     f"(<= {bound}: {why})"}
         rows.append(row)
         print(f"{path.relative_to(em.REPO)}: {row['bytes']:,} bytes, {row['nodes']} nodes, "
               f"{row['check']}")

@@ -161,7 +161,8 @@ def attr(node: onnx.NodeProto, key: str, default):
     return default
 
 
-def fill(name: str, shape: list[int], dtype: np.dtype, use: tuple[onnx.NodeProto, int]) -> np.ndarray:
+def fill(name: str, shape: list[int], dtype: np.dtype,
+         use: tuple[onnx.NodeProto, int]) -> np.ndarray:
     """Seeded random values for the stripped weight `name`, by the role its reader gives it."""
     rng = np.random.default_rng([SEED, zlib.crc32(name.encode())])
     node, slot = use
@@ -198,7 +199,8 @@ def fill_light(src: Path) -> onnx.ModelProto:
             value = attr(n, "value", None)
             dtype = numpy_helper.to_array(value).dtype if value is not None else np.float32
             name = n.output[0]
-            new_inits.append(numpy_helper.from_array(fill(name, shape, dtype, role_of(name, reads)), name))
+            values = fill(name, shape, dtype, role_of(name, reads))
+            new_inits.append(numpy_helper.from_array(values, name))
             dropped_shapes.add(n.input[0])
         else:
             keep_nodes.append(n)
@@ -283,7 +285,8 @@ def calibrate_in_waves(m: onnx.ModelProto, nodes: list[onnx.NodeProto], value_of
         sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
         for i, v in zip(ready, sess.run(None, {x.name: image}), strict=True):
             if not np.isfinite(v).all():
-                raise SystemExit(f"fetch_models: {nodes[i].op_type} {nodes[i].name!r}: non-finite values")
+                n = nodes[i]
+                raise SystemExit(f"fetch_models: {n.op_type} {n.name!r}: non-finite values")
             apply(nodes[i], v)
         done.update(ready)
         waves += 1
@@ -300,7 +303,8 @@ def calibrate_batch_norm(m: onnx.ModelProto) -> int:
     bns = [n for n in m.graph.node if n.op_type == "BatchNormalization"]
     for n in bns:
         if not (n.input[3] in inits and n.input[4] in inits):
-            raise SystemExit(f"fetch_models: BatchNormalization {n.name!r}: statistics are not initializers")
+            raise SystemExit(
+                f"fetch_models: BatchNormalization {n.name!r}: statistics are not initializers")
 
     def apply(n: onnx.NodeProto, v: np.ndarray) -> None:
         axes = tuple(k for k in range(v.ndim) if k != 1)
@@ -369,13 +373,15 @@ def fill_stripped(out: Path, manifest: Manifest, force: bool, subdir: str, srcs:
         summary = "; ".join([check_runs(tmp), *summary])
         tmp.replace(dst)
         manifest.record(rel, source, FILL_RECIPE)
-        print(f"fetch_models: {rel}: filled from {src.name} ({dst.stat().st_size:,} bytes; {summary})")
+        size = dst.stat().st_size
+        print(f"fetch_models: {rel}: filled from {src.name} ({size:,} bytes; {summary})")
 
 
 def fetch_light(out: Path, manifest: Manifest, force: bool) -> None:
     srcs = sorted(light_dir().glob("light_*.onnx"))
     if len(srcs) != 9:
-        raise SystemExit(f"fetch_models: expected 9 light_*.onnx in {light_dir()}, found {len(srcs)}")
+        raise SystemExit(
+            f"fetch_models: expected 9 light_*.onnx in {light_dir()}, found {len(srcs)}")
     site = Path(onnx.__file__).parent.parent
     fill_stripped(out, manifest, force, "onnx_light", srcs,
                   lambda src: f"onnx {onnx.__version__}: {src.relative_to(site)}",
@@ -435,11 +441,13 @@ def fetch_wheels(out: Path, manifest: Manifest, force: bool) -> None:
                     print(f"fetch_models: {rel}: up to date")
                     continue
                 dst = out / rel
-                with z.open(member) as f, tempfile.NamedTemporaryFile(dir=dst.parent, delete=False) as t:
+                with (z.open(member) as f,
+                      tempfile.NamedTemporaryFile(dir=dst.parent, delete=False) as t):
                     shutil.copyfileobj(f, t)
                 Path(t.name).replace(dst)
                 manifest.record(rel, source, recipe)
-                print(f"fetch_models: {rel}: extracted from {whl.name} ({dst.stat().st_size:,} bytes)")
+                size = dst.stat().st_size
+                print(f"fetch_models: {rel}: extracted from {whl.name} ({size:,} bytes)")
 
 
 SOURCES = {"onnx_light": fetch_light, "torchvision": fetch_torchvision, "wheels": fetch_wheels}

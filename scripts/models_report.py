@@ -226,7 +226,8 @@ def fused_cell(row: dict) -> str:
     if o["fusions"]:
         parts.append(", ".join(f"{k} {v}" for k, v in sorted(o["fusions"].items())))
     if "ort_ok" in o:
-        parts.append("ORT " + ("ok" if o["ort_ok"] else f"**differs** ({fmt_diff(o['ort_max_abs_diff'])})"))
+        bad = f"**differs** ({fmt_diff(o['ort_max_abs_diff'])})"
+        parts.append("ORT " + ("ok" if o["ort_ok"] else bad))
     return "; ".join(parts)
 
 
@@ -262,8 +263,8 @@ def to_markdown(rows: list[dict], fuselab: Path, runs: int) -> str:
         "",
         f"fuselab runs {runnable} of {len(rows)} models today.",
         "",
-        "Columns: **nodes** in the main graph (+ inside If/Loop bodies); **fuselab run** = what the",
-        "reference backend lacks (main graph; the CLI's list), or `ok (max |diff|)` against",
+        "Columns: **nodes** in the main graph (+ inside If/Loop bodies); **fuselab run** = what",
+        "the reference backend lacks (main graph; the CLI's list), or `ok (max |diff|)` against",
         "onnxruntime on the same inputs within the model's tolerance; **optimize** = `fuselab",
         "optimize --no-parity`: nodes before → after, fused ops, and whether onnxruntime on the",
         "optimized model matches the original; **parity** = `fuselab optimize` with its own",
@@ -279,7 +280,9 @@ def to_markdown(rows: list[dict], fuselab: Path, runs: int) -> str:
         for r in group:
             fl = r.get("fuselab_ms") or {}
             ort_opt = r["optimize"].get("ort_ms")
-            nodes = f"{r['nodes']:,}" + (f" (+{r['subgraph_nodes']:,})" if r["subgraph_nodes"] else "")
+            nodes = f"{r['nodes']:,}"
+            if r["subgraph_nodes"]:
+                nodes += f" (+{r['subgraph_nodes']:,})"
             lines.append(
                 f"| `{Path(r['model']).name}` | {r['bytes'] / 1e6:.1f} | {nodes} | {status(r)} | "
                 f"{fused_cell(r)} | {parity_cell(r)} | "
@@ -292,7 +295,8 @@ def to_markdown(rows: list[dict], fuselab: Path, runs: int) -> str:
         head = ", ".join(f"{op} {n}" for op, n in r["histogram"][:HISTOGRAM_HEAD])
         more = len(r["histogram"]) - HISTOGRAM_HEAD
         opsets = ", ".join(f"{d} {v}" for d, v in sorted(r["opsets"].items()))
-        lines.append(f"- `{r['model']}` ({opsets}): {head}" + (f", … {more} more types" if more > 0 else ""))
+        tail = f", … {more} more types" if more > 0 else ""
+        lines.append(f"- `{r['model']}` ({opsets}): {head}{tail}")
     lines.append("")
     return "\n".join(lines)
 

@@ -135,7 +135,8 @@ def input_shape(vi: onnx.ValueInfoProto, spec: Spec) -> list[int]:
         elif d.HasField("dim_param") and d.dim_param:
             out.append(DEFAULT_DIM)
         else:
-            raise ValueError(f"input {vi.name!r} has a -1 or unnamed dim: give its shape in the spec")
+            raise ValueError(
+                f"input {vi.name!r} has a -1 or unnamed dim: give its shape in the spec")
     return out
 
 

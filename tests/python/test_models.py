@@ -22,7 +22,8 @@ the exact error text; they xfail the same strict way.
 
 Run from the repository root (scripts/test.sh runs all of tests/python):
 
-    FUSELAB_BIN=target/release/fuselab .venv/bin/python -m pytest -q -rxs tests/python/test_models.py
+    FUSELAB_BIN=target/release/fuselab .venv/bin/python -m pytest -q -rxs \\
+        tests/python/test_models.py
 """
 from __future__ import annotations
 
@@ -148,7 +149,8 @@ def cli_run(fuselab: Fuselab, tmp_path_factory: pytest.TempPathFactory, feeds_an
                 f = work / f"in_{file_stem(name)}.npy"
                 np.save(f, arr)
                 args += ["--input", f"{name}={f}"]
-            cache[model] = fuselab(*args, *dim_args(model_id(model)), "--out", work / "out"), work / "out"
+            r = fuselab(*args, *dim_args(model_id(model)), "--out", work / "out")
+            cache[model] = r, work / "out"
         return cache[model]
 
     return get
@@ -161,7 +163,8 @@ def cli_run(fuselab: Fuselab, tmp_path_factory: pytest.TempPathFactory, feeds_an
 def test_every_model_has_a_spec_and_every_spec_a_model():
     found = {model_id(p) for p in MODELS}
     no_spec = sorted(found - SPECS.keys())
-    assert not no_spec, f"models without an entry in real_models.SPECS (inputs, tolerance): {no_spec}"
+    assert not no_spec, (
+        f"models without an entry in real_models.SPECS (inputs, tolerance): {no_spec}")
     missing = sorted(SPECS.keys() - found)
     assert not missing, (
         f"{len(missing)} models of real_models.SPECS are missing, e.g. {missing[:3]}: run "
