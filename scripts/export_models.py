@@ -9,6 +9,16 @@ outputs are committed under tests/models/):
     .venv-export/bin/python scripts/export_models.py            # writes tests/models/
     .venv-export/bin/python scripts/export_models.py --ort-optimizer   # also: ORT optimizer stats
 
+With --zoo it writes the model zoo of tests/models/zoo/ instead (Llama with grouped-query
+attention, Qwen2, Phi, DistilBERT, ViT, Whisper encoder, dynamo exports of GPT-2 and Llama, an
+int8 BERT, a 4-bit Llama, an fp16 GPT-2, weight-stripped MobileNetV3-small and ResNet-18; see
+scripts/export_zoo.py), leaving the files above untouched; that needs torchvision and onnxscript
+too:
+
+    .venv-export/bin/pip install torch torchvision transformers onnx==1.23.2 \
+        onnxruntime==1.32.0 numpy onnxscript
+    .venv-export/bin/python scripts/export_models.py --zoo
+
 (torch from PyPI is the CUDA build, ~4.5 GB with its CUDA wheels; it runs on CPU. Installing took
 about 5 minutes here.) Nothing is downloaded from a model hub: the configs are built in code,
 weights come from `torch.manual_seed(0)`.
@@ -300,6 +310,10 @@ def write_readme(rows: list[dict], ort_rows: list[dict] | None, command: str) ->
         f"seeded inputs (batch {BATCH}, seq {SEQ}, two padded positions; and batch 3, seq 5; "
         "batch 1, seq 128 for the dynamic axes): max |diff| <= 1e-4.",
         "",
+        "More models (Llama, Qwen2, Phi, DistilBERT, ViT, Whisper encoder, dynamo exports, "
+        "int8/int4/fp16 variants, torchvision CNNs) are in `zoo/` (`export_models.py --zoo`; "
+        "see `zoo/README.md`).",
+        "",
         "Configs: GPT-2 = `GPT2LMHeadModel(GPT2Config(vocab_size=1000, n_positions=128, n_embd=64, "
         "n_layer=2, n_head=4))`; BERT = `BertModel(BertConfig(vocab_size=1000, hidden_size=64, "
         "num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, "
@@ -371,7 +385,17 @@ def main() -> int:
     ap.add_argument("--ort-optimizer", action="store_true",
                     help="also run onnxruntime's transformers optimizer on each file and record "
                          "its statistics in README.md")
+    ap.add_argument("--zoo", action="store_true",
+                    help="export the model zoo of tests/models/zoo/ (scripts/export_zoo.py) "
+                         "instead of the GPT-2/BERT files of tests/models/")
     args = ap.parse_args()
+    if args.zoo:
+        import export_zoo
+        torch.set_grad_enabled(False)
+        rows = export_zoo.export_all(None)
+        export_zoo.write_readme(rows, ".venv-export/bin/python scripts/export_models.py --zoo")
+        print(f"wrote {export_zoo.ZOO.relative_to(REPO)}/README.md, VERSIONS.txt")
+        return 0
     command = ".venv-export/bin/python scripts/export_models.py" + (
         " --ort-optimizer" if args.ort_optimizer else "")
 

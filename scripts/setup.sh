@@ -2,8 +2,9 @@
 # Installs what fuselab's build and tests need and is missing: the wasm32 rustup target,
 # wasm-bindgen-cli at the exact wasm-bindgen version in Cargo.lock (when the crate uses it),
 # Debian's chromium + chromium-driver (and node/npm), the npm dev dependencies (npm ci), a
-# Python venv (.venv) with the pinned onnx/onnxruntime/numpy/pytest, and the regenerated ONNX
-# node-test corpus. Idempotent: each step is skipped when already done.
+# Python venv (.venv) with the pinned onnx/onnxruntime/numpy/pytest, the regenerated ONNX
+# node-test corpus, and the real-model test set (scripts/fetch_models.py). Idempotent: each step
+# is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -72,3 +73,11 @@ if [ ! -f tests/data/node/MANIFEST.json ]; then
   log "regenerating the ONNX node-test corpus"
   .venv/bin/python scripts/gen_node_tests.py tests/data/node
 fi
+
+# Real models for tests/python/test_models.py: the onnx wheel's nine light CNNs with seeded
+# weights, and every .onnx of the pinned rapidocr, rapidocr-onnxruntime and silero-vad wheels
+# (pip download from PyPI). ~1.4 GB under tests/data/models/ (gitignored); CI should cache that
+# folder, keyed on scripts/fetch_models.py and scripts/requirements.txt. The script checks each
+# file against its MANIFEST.json entry and only redoes what is missing or stale.
+log "real models (scripts/fetch_models.py; the first time ~3 min and a 53 MB download)"
+.venv/bin/python scripts/fetch_models.py

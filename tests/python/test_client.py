@@ -16,26 +16,28 @@ Run from the repository root (scripts/test.sh does, after building the release C
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import onnx
-import onnxruntime as ort
 import conftest
+import real_models
 from conftest import (
     DEFAULT_DIM,
     EYELIKE_ADD,
     REPO,
-    STANDARD_DOMAINS,
     CliResult,
     Fuselab,
+    assert_close,
+    check_model,
     custom_domains,
+    file_stem,
     make_inputs,
     model_files,
     model_id,
+    ort_outputs,
     xfail_if_unsupported,
 )
 
@@ -90,17 +92,6 @@ def test_transformer_models_present():
 # helpers
 
 
-def file_stem(name: str) -> str:
-    """How `fuselab run` names DIR/<output>.npy: characters other than [A-Za-z0-9_.-] become '_'."""
-    return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
-
-
-def ort_outputs(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(names, feeds), strict=True))
-
-
 def fuselab_outputs(
     fuselab: Fuselab,
     path: Path,
@@ -129,24 +120,6 @@ def fuselab_outputs(
         assert f.is_file(), f"fuselab run wrote no {f.name} for output {o.name!r}\n{r.describe()}"
         got[o.name] = np.load(f)
     return got
-
-
-def assert_close(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, what: str) -> None:
-    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != onnxruntime's {want.dtype}"
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != onnxruntime's {want.shape}"
-    if got.size == 0:
-        return
-    if np.issubdtype(want.dtype, np.floating):
-        g, w = got.astype(np.float64), want.astype(np.float64)
-        diff = np.abs(g - w)
-        diff[np.isnan(g) & np.isnan(w)] = 0.0
-        bad = ~(diff <= atol + rtol * np.abs(w))
-        assert not bad.any(), (
-            f"{what}: {int(bad.sum())} of {got.size} elements differ; max |diff| = "
-            f"{np.nanmax(diff):.3g} (atol {atol:g}, rtol {rtol:g})"
-        )
-    else:
-        assert np.array_equal(got, want), f"{what}: values differ from onnxruntime"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,18 +165,6 @@ def optimized(fuselab: Fuselab, tmp_path_factory: pytest.TempPathFactory, backen
 def optimized_no_parity(fuselab: Fuselab, tmp_path_factory: pytest.TempPathFactory, backend_gaps):
     """`fuselab optimize --no-parity`: needs no kernel, so every model must get through."""
     return _optimize_fixture(fuselab, tmp_path_factory, backend_gaps, parity=False)
-
-
-def check_model(saved: onnx.ModelProto) -> None:
-    if custom_domains(saved, STANDARD_DOMAINS):
-        # onnx registers no schemas for com.microsoft / ai.fuselab ops, so the checker cannot
-        # verify their inputs, attributes or types (it only requires an opset import for each
-        # domain), and full_check's strict shape inference cannot infer through them, so types
-        # downstream of a custom op may be unknown and strict mode may reject a valid model.
-        # Hence the structural check only for models with custom domains.
-        onnx.checker.check_model(saved, full_check=False)
-    else:
-        onnx.checker.check_model(saved, full_check=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,11 +321,15 @@ def test_truncated_model_is_a_clean_error(keep: str, fuselab: Fuselab, tmp_path:
 
 
 def test_allowed_gaps_are_real(backend_gaps):
-    """Every ALLOWED_GAPS entry names a bundled model and an op its probe still finds missing: a
+    """Every ALLOWED_GAPS entry of a bundled model names an op its probe still finds missing: a
     stale entry would let that op's kernel break later with an xfail instead of a failure."""
     ids = {model_id(m): m for m in MODELS}
     for mid, allowed in conftest.ALLOWED_GAPS.items():
-        assert mid in ids, f"ALLOWED_GAPS names {mid}, which is not a bundled model"
+        if mid in real_models.SPECS:
+            continue  # a real model: test_models.py::test_allowed_gaps_are_current checks it
+        assert mid in ids, (
+            f"ALLOWED_GAPS names {mid}, which is neither a bundled model nor in real_models.SPECS"
+        )
         stale = sorted(allowed - set(backend_gaps(ids[mid])))
         assert not stale, (
             f"{mid}: the reference backend now runs {stale}; remove them from ALLOWED_GAPS"

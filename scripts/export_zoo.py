@@ -1,0 +1,507 @@
+"""The model zoo of tests/models/zoo/: small random-weight exports for the real-model table
+(tests/python/test_models.py). Run through `scripts/export_models.py --zoo` (same venv, see its
+docstring); this module holds the builders and checks.
+
+Every config is built in code and every weight comes from `torch.manual_seed(0)` (or, for the
+derived files, from the committed float file they are made from): nothing is downloaded.
+
+Files (tests/models/zoo/):
+  llama_gqa_tiny.onnx        LlamaForCausalLM, 2 layers, hidden 64, 4 query heads sharing 2
+                             key/value heads (grouped-query attention), SwiGLU MLP 128, RMSNorm,
+                             rotary positions; logits [batch, seq, 1000]
+  qwen2_tiny.onnx            Qwen2ForCausalLM, same sizes (GQA 4/2, q/k/v biases)
+  phi_tiny.onnx              PhiForCausalLM, 2 layers, hidden 64, 4 heads, partial rotary (half
+                             of each head), parallel attention + GELU MLP
+  distilbert_tiny.onnx       DistilBertModel, 2 layers, dim 64, 4 heads, FFN 128
+  vit_tiny.onnx              ViTForImageClassification, 32 x 32 images, 8 x 8 patches, 2 layers,
+                             hidden 64, 4 heads, 10 classes
+  whisper_encoder_tiny.onnx  WhisperModel's encoder, 80 mel bins, 128 frames (64 positions after
+                             the stride-2 conv), 2 layers, d_model 64, 4 heads
+  gpt2_tiny_dynamo.onnx      tests/models' GPT-2 module through the dynamo exporter
+                             (torch.onnx.export(..., dynamo=True), opset 20)
+  llama_gqa_tiny_dynamo.onnx the Llama above through the dynamo exporter
+  bert_tiny_int8.onnx        tests/models/bert_tiny_op17.onnx through
+                             onnxruntime.quantization.quantize_dynamic (int8 weights,
+                             DynamicQuantizeLinear + MatMulInteger)
+  llama_gqa_tiny_int4.onnx   llama_gqa_tiny.onnx through MatMulNBitsQuantizer (4-bit symmetric,
+                             block 32: com.microsoft.MatMulNBits)
+  gpt2_tiny_fp16.onnx        tests/models/gpt2_tiny_op17.onnx through
+                             onnxruntime.transformers.float16.convert_float_to_float16
+                             (keep_io_types=True: int64 ids in, float32 logits out, fp16 inside)
+  graphs/mobilenet_v3_small.onnx, graphs/resnet18.onnx
+                             torchvision's full architectures (random init), [batch, 3, 224, 224]
+                             -> logits [batch, 1000]. Their weights (10 and 47 MB) are not
+                             committed: each Conv/Gemm weight and bias is replaced by a
+                             ConstantOfShape of its shape, the format of the onnx wheel's light
+                             models, and scripts/fetch_models.py fills them with seeded values
+                             into tests/data/models/torchvision/ (batch norm is folded into the
+                             convs by the exporter, so there is nothing else to fill). The
+                             full-weight export is checked against torch before stripping.
+
+Checks: onnx.checker (full) on every file; onnxruntime vs torch (max |diff| <= 1e-4) on seeded
+inputs at two or three shapes for the exports; for the derived files, onnxruntime on the derived
+vs on the float file, reported and bounded by what the conversion itself costs (stated below).
+"""
+from __future__ import annotations
+
+import io
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+import export_models as em
+
+ZOO = em.REPO / "tests" / "models" / "zoo"
+GRAPHS = ZOO / "graphs"
+OPSET_LEGACY = 17
+OPSET_DYNAMO = 20
+IMAGE = 32  # ViT input side
+MEL_BINS, FRAMES = 80, 128  # Whisper encoder input
+
+
+# ---------------------------------------------------------------------------------------------
+# modules (each returns plain tensors)
+
+
+class CausalLmLogits(torch.nn.Module):
+    """A transformers causal LM -> logits only (no cache)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
+                      return_dict=True).logits
+
+
+class LastHidden(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                      return_dict=True).last_hidden_state
+
+
+class ImageLogits(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, pixel_values):
+        return self.m(pixel_values=pixel_values, return_dict=True).logits
+
+
+class EncoderHidden(torch.nn.Module):
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_features):
+        return self.encoder(input_features=input_features, return_dict=True).last_hidden_state
+
+
+def text_config(**extra) -> dict:
+    return dict(vocab_size=em.VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, max_position_embeddings=128, use_cache=False,
+                attn_implementation="eager", **extra)
+
+
+def build_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(**text_config(num_key_value_heads=2, tie_word_embeddings=False))
+    return CausalLmLogits(LlamaForCausalLM(cfg)).eval()
+
+
+def build_qwen2():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(0)
+    cfg = Qwen2Config(**text_config(num_key_value_heads=2, tie_word_embeddings=False,
+                                    use_sliding_window=False))
+    return CausalLmLogits(Qwen2ForCausalLM(cfg)).eval()
+
+
+def build_phi():
+    from transformers import PhiConfig, PhiForCausalLM
+    torch.manual_seed(0)
+    cfg = PhiConfig(**text_config(partial_rotary_factor=0.5))
+    return CausalLmLogits(PhiForCausalLM(cfg)).eval()
+
+
+def build_distilbert():
+    from transformers import DistilBertConfig, DistilBertModel
+    torch.manual_seed(0)
+    cfg = DistilBertConfig(vocab_size=em.VOCAB, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+                           max_position_embeddings=128, attn_implementation="eager")
+    return LastHidden(DistilBertModel(cfg)).eval()
+
+
+def build_vit():
+    from transformers import ViTConfig, ViTForImageClassification
+    torch.manual_seed(0)
+    cfg = ViTConfig(image_size=IMAGE, patch_size=8, num_channels=3, hidden_size=64,
+                    num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                    num_labels=10, attn_implementation="eager")
+    return ImageLogits(ViTForImageClassification(cfg)).eval()
+
+
+def build_whisper_encoder():
+    from transformers import WhisperConfig
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+    torch.manual_seed(0)
+    # Token ids inside the small vocabulary (the defaults are GPT-2's, ~50k); the decoder is
+    # not built.
+    cfg = WhisperConfig(vocab_size=em.VOCAB, num_mel_bins=MEL_BINS, d_model=64,
+                        encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=128,
+                        max_source_positions=FRAMES // 2, pad_token_id=0, bos_token_id=1,
+                        eos_token_id=2, decoder_start_token_id=3, attn_implementation="eager")
+    return EncoderHidden(WhisperEncoder(cfg)).eval()
+
+
+def build_torchvision(name: str) -> Callable[[], torch.nn.Module]:
+    """torchvision's architecture with its random init, except that the classifier's Linear
+    layers get He-normal weights (torchvision draws them from N(0, 0.01^2), which leaves
+    MobileNetV3-small's logits at ~1e-9, too small for the check against torch to mean
+    anything) and batch norms get non-trivial statistics (their init, mean 0 and variance 1,
+    would fold away to nothing)."""
+    def build():
+        import torchvision
+        torch.manual_seed(0)
+        m = getattr(torchvision.models, name)(weights=None)
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Linear):
+                torch.nn.init.kaiming_normal_(mod.weight, nonlinearity="relu")
+            elif isinstance(mod, torch.nn.BatchNorm2d):
+                torch.nn.init.uniform_(mod.weight, 0.8, 1.2)
+                torch.nn.init.normal_(mod.bias, 0.0, 0.1)
+                mod.running_mean.normal_(0.0, 0.1)
+                mod.running_var.uniform_(0.5, 1.5)
+        return m.eval()
+    return build
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs
+
+TEXT = ["input_ids", "attention_mask"]
+
+
+def text_feeds(batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
+    return em.sample_inputs(TEXT, seed=seed, batch=batch, seq=seq)
+
+
+def image_feeds(side: int) -> Callable[[int, int, int], dict[str, np.ndarray]]:
+    def make(batch: int, _seq: int, seed: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return {"pixel_values": rng.standard_normal((batch, 3, side, side)).astype(np.float32)}
+    return make
+
+
+def mel_feeds(batch: int, _seq: int, seed: int) -> dict[str, np.ndarray]:
+    """Log-mel-like features: Whisper's are clamped log10 energies scaled to about [-1, 1]."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1.0, 1.0, (batch, MEL_BINS, FRAMES)).astype(np.float32)
+    return {"input_features": x}
+
+
+# ---------------------------------------------------------------------------------------------
+# exporters and checks
+
+
+def export_legacy(module, feeds: dict[str, np.ndarray], outputs: list[str],
+                  axes: dict[str, dict[int, str]], path: Path) -> onnx.ModelProto:
+    """torch.onnx.export(dynamo=False) at OPSET_LEGACY, weights inside the file."""
+    args = tuple(torch.from_numpy(v) for v in feeds.values())
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, buf, input_names=list(feeds), output_names=outputs,
+                          dynamic_axes=axes, opset_version=OPSET_LEGACY,
+                          do_constant_folding=True, dynamo=False)
+    return save_checked(onnx.load_from_string(buf.getvalue()), path)
+
+
+def export_dynamo(module, feeds: dict[str, np.ndarray], outputs: list[str],
+                  axes: dict[str, dict[int, str]], path: Path) -> onnx.ModelProto:
+    """torch.onnx.export(dynamo=True) at OPSET_DYNAMO with the same dynamic axes, optimized by
+    the exporter (its default), weights inside the file."""
+    dims: dict[str, torch.export.Dim] = {}
+    shapes = {}
+    for name in feeds:
+        shapes[name] = {}
+        for axis, label in axes.get(name, {}).items():
+            if label not in dims:
+                dims[label] = torch.export.Dim(label, min=2, max=128) if label == "seq" \
+                    else torch.export.Dim(label)
+            shapes[name][axis] = dims[label]
+    args = tuple(torch.from_numpy(v) for v in feeds.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, args, input_names=list(feeds), output_names=outputs,
+                                    dynamic_shapes=shapes, opset_version=OPSET_DYNAMO,
+                                    dynamo=True, optimize=True, verbose=False)
+    return save_checked(program.model_proto, path)
+
+
+def save_checked(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    """Writes `model` as one self-contained file and runs the full checker on what was written."""
+    onnx.checker.check_model(model, full_check=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(model.SerializeToString())
+    again = onnx.load(str(path), load_external_data=False)
+    assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in again.graph.initializer)
+    onnx.checker.check_model(str(path), full_check=True)
+    return again
+
+
+def ort_run(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def max_abs(a: list[np.ndarray], b: list[np.ndarray], what: str) -> float:
+    worst = 0.0
+    for x, y in zip(a, b, strict=True):
+        assert x.shape == y.shape, f"{what}: shape {x.shape} != {y.shape}"
+        worst = max(worst, float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)))))
+    return worst
+
+
+def check_vs_torch(module, path: Path, make_feeds, shapes: list[tuple[int, int]]) -> float:
+    """max |onnxruntime - torch| over `shapes` ((batch, seq) pairs), each <= em.TOL; returns the
+    first shape's."""
+    first = None
+    for batch, seq in shapes:
+        feeds = make_feeds(batch, seq, 1)
+        with torch.no_grad():
+            want = module(*(torch.from_numpy(v) for v in feeds.values()))
+        want = [want] if isinstance(want, torch.Tensor) else list(want)
+        d = max_abs(ort_run(path, feeds), [w.numpy() for w in want],
+                    f"{path.name} (batch {batch}, seq {seq})")
+        assert d <= em.TOL, f"{path.name} (batch {batch}, seq {seq}): max |ORT - torch| = {d:.3g}"
+        first = d if first is None else first
+    return first
+
+
+def check_vs_float(path: Path, float_path: Path, feeds: dict[str, np.ndarray],
+                   bound: float) -> float:
+    """max |onnxruntime(derived) - onnxruntime(float)| relative to max |float output|; asserts
+    it is <= bound (what the conversion costs) and returns it."""
+    want = ort_run(float_path, feeds)
+    scale = max(float(np.max(np.abs(w))) for w in want)
+    rel = max_abs(ort_run(path, feeds), want, path.name) / scale
+    assert rel <= bound, f"{path.name}: max |derived - float| / max |float| = {rel:.3g} > {bound}"
+    return rel
+
+
+def strip_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The graph with every float initializer a Conv or Gemm reads as weight or bias replaced by
+    ConstantOfShape(<name>__SHAPE) (value 0.02): the onnx wheel's light-model format, which
+    scripts/fetch_models.py fills with seeded values."""
+    g = model.graph
+    weights = {n.input[i] for n in g.node if n.op_type in ("Conv", "Gemm")
+               for i in (1, 2) if i < len(n.input)}
+    keep, stubs = [], []
+    for t in g.initializer:
+        if t.name in weights and t.data_type == onnx.TensorProto.FLOAT:
+            shape_name = f"{t.name}__SHAPE"
+            keep.append(onnx.numpy_helper.from_array(np.array(t.dims, dtype=np.int64), shape_name))
+            stubs.append(onnx.helper.make_node(
+                "ConstantOfShape", [shape_name], [t.name], name=f"{t.name}__fill",
+                value=onnx.helper.make_tensor("value", onnx.TensorProto.FLOAT, [1], [0.02])))
+        else:
+            keep.append(t)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.initializer[:]
+    out.graph.initializer.extend(keep)
+    nodes = list(out.graph.node)
+    del out.graph.node[:]
+    out.graph.node.extend(stubs + nodes)
+    onnx.checker.check_model(out, full_check=True)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the zoo
+
+TEXT_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+TEXT_SHAPES = [(em.BATCH, em.SEQ), (3, 5), (1, 128)]
+
+
+def lm_axes(out: str) -> dict:
+    return {**TEXT_AXES, out: {0: "batch", 1: "seq"}}
+
+
+# name -> (builder, make_feeds, outputs, dynamic axes, shapes checked, exporter)
+EXPORTS = {
+    "llama_gqa_tiny": (build_llama, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                       export_legacy),
+    "qwen2_tiny": (build_qwen2, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                   export_legacy),
+    "phi_tiny": (build_phi, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                 export_legacy),
+    "distilbert_tiny": (build_distilbert, text_feeds, ["last_hidden_state"],
+                        lm_axes("last_hidden_state"), TEXT_SHAPES, export_legacy),
+    "vit_tiny": (build_vit, image_feeds(IMAGE), ["logits"],
+                 {"pixel_values": {0: "batch"}, "logits": {0: "batch"}},
+                 [(2, 0), (1, 0), (3, 0)], export_legacy),
+    "whisper_encoder_tiny": (build_whisper_encoder, mel_feeds, ["last_hidden_state"],
+                             {"input_features": {0: "batch"}, "last_hidden_state": {0: "batch"}},
+                             [(2, 0), (1, 0)], export_legacy),
+    "gpt2_tiny_dynamo": (em.build_gpt2, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                         export_dynamo),
+    "llama_gqa_tiny_dynamo": (build_llama, text_feeds, ["logits"], lm_axes("logits"),
+                              TEXT_SHAPES, export_dynamo),
+    "graphs/mobilenet_v3_small": (build_torchvision("mobilenet_v3_small"), image_feeds(224),
+                                  ["logits"], {"pixel_values": {0: "batch"},
+                                               "logits": {0: "batch"}},
+                                  [(1, 0), (2, 0)], export_legacy),
+    "graphs/resnet18": (build_torchvision("resnet18"), image_feeds(224), ["logits"],
+                        {"pixel_values": {0: "batch"}, "logits": {0: "batch"}},
+                        [(1, 0), (2, 0)], export_legacy),
+}
+
+
+def derive_int8(src: Path, dst: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+
+
+def derive_int4(src: Path, dst: Path) -> None:
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    q = MatMulNBitsQuantizer(onnx.load(str(src)), bits=4, block_size=32, is_symmetric=True)
+    q.process()
+    q.model.save_model_to_file(str(dst), use_external_data_format=False)
+
+
+def derive_fp16(src: Path, dst: Path) -> None:
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+    onnx.save(convert_float_to_float16(onnx.load(str(src)), keep_io_types=True), str(dst))
+
+
+# name -> (source file, conversion, bound on max |derived - float| / max |float|, why)
+DERIVED = {
+    "bert_tiny_int8": (em.OUT / "bert_tiny_op17.onnx", derive_int8, 0.1,
+                       "int8 weights and activations: ~1/127 of each range per MatMul"),
+    "llama_gqa_tiny_int4": (ZOO / "llama_gqa_tiny.onnx", derive_int4, 0.25,
+                            "4-bit weights: ~1/7 of each block's range"),
+    "gpt2_tiny_fp16": (em.OUT / "gpt2_tiny_op17.onnx", derive_fp16, 0.01,
+                       "fp16 inside: ~1e-3 relative per op"),
+}
+
+
+def describe(path: Path, model: onnx.ModelProto) -> dict:
+    ins, outs = em.io_sig(model)
+    return {"file": str(path.relative_to(ZOO)), "bytes": path.stat().st_size,
+            "nodes": len(model.graph.node), "inputs": ins, "outputs": outs,
+            "opsets": {o.domain or "ai.onnx": o.version for o in model.opset_import},
+            "ops": em.histogram(model)}
+
+
+def export_all(only: set[str] | None) -> list[dict]:
+    rows = []
+    for name, (build, make_feeds, outputs, axes, shapes, exporter) in EXPORTS.items():
+        if only and name not in only:
+            continue
+        module = build()
+        path = ZOO / f"{name}.onnx"
+        with tempfile.TemporaryDirectory() as tmp:
+            # A stripped file is checked against torch with its full weights first.
+            full = Path(tmp) / "full.onnx" if name.startswith("graphs/") else path
+            model = exporter(module, make_feeds(*shapes[0], 0), outputs, axes, full)
+            diff = check_vs_torch(module, full, make_feeds, shapes)
+            if full != path:
+                model = save_checked(strip_weights(model), path)
+        row = describe(path, model) | {"check": f"max |ORT - torch| {diff:.2e}"}
+        rows.append(row)
+        print(f"{path.relative_to(em.REPO)}: {row['bytes']:,} bytes, {row['nodes']} nodes, "
+              f"{row['check']}")
+    for name, (src, convert, bound, why) in DERIVED.items():
+        if only and name not in only:
+            continue
+        path = ZOO / f"{name}.onnx"
+        convert(src, path)
+        model = save_checked(onnx.load(str(path)), path)
+        names = [i.name for i in onnx.load(str(src), load_external_data=False).graph.input]
+        rel = check_vs_float(path, src, em.sample_inputs(names, seed=1), bound)
+        row = describe(path, model) | {
+            "check": f"max \\|ORT - ORT({src.name})\\| / max \\|out\\| {rel:.2e} "
+                     f"(<= {bound}: {why})"}
+        rows.append(row)
+        print(f"{path.relative_to(em.REPO)}: {row['bytes']:,} bytes, {row['nodes']} nodes, "
+              f"{row['check']}")
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# README and VERSIONS
+
+
+def write_readme(rows: list[dict], command: str) -> None:
+    """tests/models/zoo/README.md and VERSIONS.txt. With --only, rows of files not exported this
+    time are kept from the previous README's JSON block."""
+    v = em.versions()
+    (ZOO / "VERSIONS.txt").write_text(
+        "".join(f"{k} {val}\n" for k, val in v.items())
+        + f"torchvision {_torchvision_version()}\ndate {em.datetime.date.today().isoformat()}\n"
+        + f"command {command}\n")
+    md = [
+        "# tests/models/zoo",
+        "",
+        "Small random-weight exports for the real-model table (`tests/python/test_models.py`, "
+        "`docs/models.md`), made by `scripts/export_models.py --zoo` (builders and checks in "
+        "`scripts/export_zoo.py`, whose docstring describes each file). No hub download: configs "
+        "are built in code, weights come from `torch.manual_seed(0)`; the int8, int4 and fp16 "
+        "files are made from committed float files by onnxruntime's own tools. Regenerate with:",
+        "",
+        "```",
+        "python3 -m venv .venv-export",
+        ".venv-export/bin/pip install torch torchvision transformers onnx==1.23.2 "
+        "onnxruntime==1.32.0 numpy onnxscript",
+        command,
+        "```",
+        "",
+        f"Made with torch {v['torch']}, torchvision {_torchvision_version()}, transformers "
+        f"{v['transformers']}, onnx {v['onnx']}, onnxruntime {v['onnxruntime']} (see "
+        "`VERSIONS.txt`). Legacy exports use `torch.onnx.export(..., dynamo=False)` at opset "
+        f"{OPSET_LEGACY}, eager attention, no key/value cache; the `*_dynamo` files use "
+        f"`dynamo=True` at opset {OPSET_DYNAMO}. Checked: `onnx.checker.check_model(full_check="
+        "True)` on each file; onnxruntime (CPU) vs torch on seeded inputs at two or three shapes "
+        "(text: batch 2 seq 8 with two padded positions, batch 3 seq 5, batch 1 seq 128), max "
+        "|diff| <= 1e-4; each derived file vs its float source in onnxruntime, within what the "
+        "conversion costs.",
+        "",
+        "`graphs/` holds torchvision's MobileNetV3-small and ResNet-18 without their weights "
+        "(10 and 47 MB): every Conv/Gemm weight and bias is a `ConstantOfShape` of its shape, "
+        "as in the onnx wheel's light models. `scripts/fetch_models.py` fills them with seeded "
+        "values into `tests/data/models/torchvision/`, which is what the tests run. The full-"
+        "weight export was checked against torch before stripping.",
+        "",
+        "| file | bytes | nodes | opsets | inputs | outputs | check |",
+        "|---|---:|---:|---|---|---|---|",
+    ]
+    for r in rows:
+        opsets = ", ".join(f"{d} {n}" for d, n in r["opsets"].items())
+        md.append(f"| `{r['file']}` | {r['bytes']:,} | {r['nodes']} | {opsets} | "
+                  f"{'<br>'.join(r['inputs'])} | {'<br>'.join(r['outputs'])} | {r['check']} |")
+    md += ["", "## Op histograms", ""]
+    for r in rows:
+        md.append(f"`{r['file']}` ({r['nodes']} nodes): "
+                  + ", ".join(f"{k} {n}" for k, n in r["ops"].items()))
+        md.append("")
+    (ZOO / "README.md").write_text("\n".join(md).rstrip() + "\n")
+
+
+def _torchvision_version() -> str:
+    import torchvision
+    return torchvision.__version__
