@@ -325,6 +325,7 @@ fn onnx_node_tests() {
     let mut tsv = String::from("case\tresult\tdetail\n");
     let mut failures = Vec::new();
     let mut got = BTreeMap::new();
+    let mut outcomes: BTreeMap<String, (&str, String)> = BTreeMap::new();
     for c in &cases {
         let name = c.file_name().unwrap().to_string_lossy().to_string();
         let (result, detail) = match run_case(c) {
@@ -351,6 +352,7 @@ fn onnx_node_tests() {
                 ("skip", e)
             }
         };
+        outcomes.insert(name.clone(), (result, detail.clone()));
         writeln!(
             tsv,
             "{name}\t{result}\t{}",
@@ -369,6 +371,18 @@ fn onnx_node_tests() {
     let version = onnx_version(&root);
     let file = common::repo().join(EXPECTED);
     let mut problems = Vec::new();
+    let report = render_report(&manifest_cases(&root), &outcomes, &version);
+    let docs = common::repo().join(REPORT);
+    if std::env::var(BLESS).is_ok_and(|v| v == "1") {
+        std::fs::write(&docs, &report).unwrap();
+        println!("conformance: wrote {REPORT}");
+    } else if std::fs::read_to_string(&docs).ok().as_deref() != Some(report.as_str()) {
+        problems.push(format!(
+            "{REPORT} does not match this run (target/conformance.md has the new text): \
+             rewrite it with `{BLESS}=1 cargo test --test onnx_conformance` and commit it"
+        ));
+        std::fs::write(common::repo().join("target/conformance.md"), &report).unwrap();
+    }
     if !failures.is_empty() {
         problems.push(format!(
             "{} failures among supported ops:\n{}",
@@ -435,6 +449,225 @@ fn onnx_node_tests() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// docs/conformance.md
+
+/// The per-op report, relative to the repository root; written by `FUSELAB_BLESS=1`.
+const REPORT: &str = "docs/conformance.md";
+
+/// Element types numpy holds: the denominator the issue counts against (cases of other types —
+/// bfloat16, float8, int4, strings — and with sequence/optional values are listed apart).
+const NUMPY_TYPES: [&str; 12] = [
+    "FLOAT", "DOUBLE", "FLOAT16", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32",
+    "UINT64", "BOOL",
+];
+
+struct CaseInfo {
+    ops: Vec<String>,
+    numpy: bool,
+}
+
+fn manifest_cases(corpus: &Path) -> BTreeMap<String, CaseInfo> {
+    let text = std::fs::read_to_string(corpus.join("MANIFEST.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut out = BTreeMap::new();
+    for c in v["cases"].as_array().into_iter().flatten() {
+        let strs = |k: &str| -> Vec<String> {
+            c[k].as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        };
+        let ops = c["ops"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p[1].as_str().map(str::to_string))
+            .collect();
+        let numpy = !c["non_tensor"].as_bool().unwrap_or(true)
+            && strs("elem_types")
+                .iter()
+                .all(|t| NUMPY_TYPES.contains(&t.as_str()));
+        out.insert(
+            c["name"].as_str().unwrap_or("").to_string(),
+            CaseInfo { ops, numpy },
+        );
+    }
+    out
+}
+
+/// `ReduceLogSumExp` -> `reduce_log_sum_exp`, as the case generators name their cases.
+fn snake(op: &str) -> String {
+    let mut s = String::new();
+    for (i, ch) in op.chars().enumerate() {
+        let prev_lower = i > 0
+            && op[..i]
+                .chars()
+                .last()
+                .is_some_and(|p| p.is_ascii_lowercase());
+        if ch.is_ascii_uppercase() && prev_lower {
+            s.push('_');
+        }
+        s.push(ch.to_ascii_lowercase());
+    }
+    s
+}
+
+/// The op a case tests: the op whose snake-case name is the longest prefix of the case name
+/// (`test_reduce_log_sum_exp_..._expanded` -> ReduceLogSumExp, though its model holds Exp,
+/// ReduceSum and Log), else its only op.
+fn op_of(name: &str, info: &CaseInfo, all_ops: &[(String, String)]) -> String {
+    let rest = name.trim_start_matches("test_").to_ascii_lowercase();
+    all_ops
+        .iter()
+        .filter(|(sn, _)| {
+            rest.strip_prefix(sn.as_str())
+                .is_some_and(|t| t.is_empty() || !t.starts_with(|c: char| c.is_ascii_alphabetic()))
+        })
+        .max_by_key(|(sn, _)| sn.len())
+        .map(|(_, op)| op.clone())
+        .or_else(|| (info.ops.len() == 1).then(|| info.ops[0].clone()))
+        .unwrap_or_else(|| "(several ops)".to_string())
+}
+
+fn render_report(
+    cases: &BTreeMap<String, CaseInfo>,
+    outcomes: &BTreeMap<String, (&str, String)>,
+    version: &str,
+) -> String {
+    let mut names: Vec<(String, String)> = cases
+        .values()
+        .flat_map(|c| c.ops.iter())
+        .flat_map(|op| {
+            [
+                (snake(op), op.clone()),
+                (op.to_ascii_lowercase(), op.clone()),
+            ]
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    #[derive(Default)]
+    struct Row {
+        cases: usize,
+        pass: usize,
+        fail: usize,
+        skip: usize,
+        why: BTreeMap<String, usize>,
+    }
+    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    let (mut np_cases, mut np_pass, mut all_pass) = (0, 0, 0);
+    for (name, (result, detail)) in outcomes {
+        let Some(info) = cases.get(name) else {
+            continue;
+        };
+        let row = rows.entry(op_of(name, info, &names)).or_default();
+        row.cases += 1;
+        match *result {
+            "pass" => row.pass += 1,
+            "fail" => row.fail += 1,
+            _ => row.skip += 1,
+        }
+        if *result != "pass" {
+            // "no kernel for op :Foo at opset 13" -> "no kernel for op :Foo".
+            let why = detail.split(" at opset").next().unwrap_or(detail);
+            let why = why.split(": element").next().unwrap_or(why).to_string();
+            *row.why.entry(why).or_default() += 1;
+        }
+        all_pass += usize::from(*result == "pass");
+        if info.numpy {
+            np_cases += 1;
+            np_pass += usize::from(*result == "pass");
+        }
+    }
+    let mut out = format!(
+        "# ONNX conformance\n\n\
+         Written by `tests/onnx_conformance.rs` (`FUSELAB_BLESS=1 cargo test --test \
+         onnx_conformance`); do not edit. The corpus is the ONNX node-test suite regenerated from \
+         onnx {version}'s case generators (scripts/gen_node_tests.py). A case passes when the \
+         reference backend matches the expected outputs on the model as exported, after \
+         `optimize` (every rule) and after the WebGPU lowering rules — all three. A case is \
+         skipped only when the original model holds an op or element type the backend lacks; \
+         any other error is a failure.\n\n\
+         - all cases: {all_pass} of {} pass\n\
+         - cases whose values numpy can hold (no bfloat16, float8, 4- or 2-bit ints, strings, \
+         sequences or optionals): {np_pass} of {np_cases} pass\n\n\
+         Cases are counted under the op they test (the longest op name their name starts with; \
+         `_expanded` cases run that op's function body).\n\n\
+         | op | cases | passed | failed | skipped | why not passing (cases) |\n\
+         |---|---:|---:|---:|---:|---|\n",
+        outcomes.len()
+    );
+    for (op, r) in &rows {
+        let mut why: Vec<(&String, &usize)> = r.why.iter().collect();
+        why.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let why: Vec<String> = why
+            .iter()
+            .take(3)
+            .map(|(w, n)| format!("{} ({n})", w.replace('|', "\\|")))
+            .collect();
+        writeln!(
+            out,
+            "| {op} | {} | {} | {} | {} | {} |",
+            r.cases,
+            r.pass,
+            r.fail,
+            r.skip,
+            why.join("; ")
+        )
+        .unwrap();
+    }
+    out
+}
+
+#[test]
+fn ops_are_found_by_the_longest_snake_case_prefix() {
+    assert_eq!(snake("ReduceLogSumExp"), "reduce_log_sum_exp");
+    assert_eq!(snake("GRU"), "gru");
+    assert_eq!(snake("CastLike"), "cast_like");
+    let names: Vec<(String, String)> = ["Cast", "CastLike", "And", "Exp", "ReduceLogSumExp"]
+        .iter()
+        .flat_map(|o| {
+            [
+                (snake(o), o.to_string()),
+                (o.to_ascii_lowercase(), o.to_string()),
+            ]
+        })
+        .collect();
+    let info = |ops: &[&str]| CaseInfo {
+        ops: ops.iter().map(|s| s.to_string()).collect(),
+        numpy: true,
+    };
+    let body = info(&["Exp", "Log", "ReduceSum"]);
+    assert_eq!(
+        op_of("test_reduce_log_sum_exp_asc_expanded", &body, &names),
+        "ReduceLogSumExp"
+    );
+    assert_eq!(
+        op_of(
+            "test_castlike_FLOAT_to_DOUBLE",
+            &info(&["CastLike"]),
+            &names
+        ),
+        "CastLike"
+    );
+    assert_eq!(
+        op_of("test_cast_like_x", &info(&["CastLike"]), &names),
+        "CastLike"
+    );
+    assert_eq!(op_of("test_and2d", &info(&["And"]), &names), "And");
+    // "expand" must not be taken for Exp: the next character is a letter.
+    assert_eq!(
+        op_of("test_expand_dim", &info(&["Expand"]), &names),
+        "Expand"
+    );
+    assert_eq!(
+        op_of("test_unknown_thing", &info(&["A", "B"]), &names),
+        "(several ops)"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -69,13 +69,9 @@ pub fn read(path: &Path) -> Result<Tensor> {
 
 /// The `descr` of a .npy header (`'<f4'`, `'|b1'`, ...).
 fn descr(bytes: &[u8]) -> Option<String> {
-    let head = std::str::from_utf8(bytes.get(..bytes.len().min(4096))?)
-        .ok()
-        .or_else(|| {
-            // The data after the header need not be UTF-8: cut at the header's newline.
-            let end = bytes.iter().position(|&b| b == b'\n')?;
-            std::str::from_utf8(&bytes[..end]).ok()
-        })?;
+    // The header ends at its first newline; the magic string before it is not UTF-8.
+    let end = bytes.iter().take(1 << 16).position(|&b| b == b'\n')?;
+    let head = String::from_utf8_lossy(&bytes[..end]);
     let rest = &head[head.find("'descr'")? + "'descr'".len()..];
     let open = rest.find('\'')? + 1;
     let len = rest[open..].find('\'')?;
@@ -130,4 +126,63 @@ pub fn file_stem(name: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::IxDyn;
+
+    fn arr<T: Clone>(v: &[T]) -> ArrayD<T> {
+        ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn every_held_type_round_trips_and_the_header_names_it() {
+        let dir = std::env::temp_dir().join(format!("fuselab-npy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cases = [
+            (Tensor::F32(arr(&[1.5, -2.0])), "<f4"),
+            (Tensor::F64(arr(&[1e300])), "<f8"),
+            (Tensor::I32(arr(&[i32::MIN])), "<i4"),
+            (Tensor::I64(arr(&[i64::MAX])), "<i8"),
+            (Tensor::Bool(arr(&[true, false])), "|b1"),
+            (Tensor::I8(arr(&[-128i8])), "|i1"),
+            (Tensor::U8(arr(&[255u8])), "|u1"),
+            (Tensor::I16(arr(&[-300i16])), "<i2"),
+            (Tensor::U16(arr(&[65535u16])), "<u2"),
+            (Tensor::U32(arr(&[u32::MAX])), "<u4"),
+            (Tensor::U64(arr(&[u64::MAX])), "<u8"),
+            (
+                Tensor::F16(arr(&[half::f16::from_f32(0.1), half::f16::NAN])),
+                "<f2",
+            ),
+        ];
+        for (i, (t, want)) in cases.iter().enumerate() {
+            let p = dir.join(format!("{i}.npy"));
+            write(&p, t).unwrap();
+            let bytes = std::fs::read(&p).unwrap();
+            assert_eq!(descr(&bytes).as_deref(), Some(*want));
+            let back = read(&p).unwrap();
+            assert_eq!(back.dtype(), t.dtype());
+            assert_eq!(back.to_f64_vec().len(), t.len());
+            let same = back
+                .to_f64_vec()
+                .iter()
+                .zip(t.to_f64_vec())
+                .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+            assert!(same, "{want}: {back:?} != {t:?}");
+        }
+        // bfloat16 has no numpy type: written as its exact float32 values.
+        let p = dir.join("bf16.npy");
+        write(&p, &Tensor::BF16(arr(&[half::bf16::from_f32(3.0)]))).unwrap();
+        assert_eq!(read(&p).unwrap(), Tensor::F32(arr(&[3.0])));
+        // Not a .npy at all: named.
+        std::fs::write(&p, b"hello").unwrap();
+        assert!(read(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("not a .npy file"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
