@@ -107,7 +107,9 @@ fn arg(
     let shape = x.shape();
     let axis = norm_axis(op, p.axis, shape.len())?;
     if shape[axis] == 0 {
-        return Err(format!("{op}: axis {axis} is empty: there is no index to return"));
+        return Err(format!(
+            "{op}: axis {axis} is empty: there is no index to return"
+        ));
     }
     let mut out_shape = shape.to_vec();
     if p.keepdims {
@@ -271,10 +273,12 @@ pub fn top_k(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 fn rank_order<T: Num>(lane: &[T], a: usize, b: usize, largest: bool) -> Ordering {
     let (x, y) = (lane[a], lane[b]);
     #[allow(clippy::eq_op)]
-    let by_value = x
-        .partial_cmp(&y)
-        .unwrap_or_else(|| (x != x).cmp(&(y != y)));
-    let by_value = if largest { by_value.reverse() } else { by_value };
+    let by_value = x.partial_cmp(&y).unwrap_or_else(|| (x != x).cmp(&(y != y)));
+    let by_value = if largest {
+        by_value.reverse()
+    } else {
+        by_value
+    };
     by_value.then(a.cmp(&b))
 }
 

@@ -70,7 +70,9 @@ impl Lanes {
             return;
         }
         if self.inner == 1 {
-            s.chunks_exact(self.len).enumerate().for_each(|(n, l)| f(n, l));
+            s.chunks_exact(self.len)
+                .enumerate()
+                .for_each(|(n, l)| f(n, l));
             return;
         }
         let mut buf = Vec::with_capacity(self.len);
@@ -383,6 +385,17 @@ fn lp_lane<T: Math>(lane: &mut [T], l1: bool) {
             v.wdiv(norm)
         };
     }
+}
+
+/// Test helper: runs `n`'s own kernel, parsed as the registry has it at `opset`.
+#[cfg(test)]
+pub(super) fn run_node(
+    n: &crate::ir::Node,
+    opset: i64,
+    inputs: &[Option<&Tensor>],
+) -> KernelResult {
+    let op = super::resolve(n, opset).map_err(|e| e.to_string())?;
+    super::common::test_util::run_at(op.kernel(), n, opset, inputs)
 }
 
 #[cfg(test)]

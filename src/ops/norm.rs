@@ -167,10 +167,7 @@ impl Op for BatchNormalization {
         let x = cx.input(0);
         let stats = |i: usize| TensorType {
             dtype: cx.input(i).dtype,
-            shape: x
-                .shape
-                .as_ref()
-                .map(|s| self.param_shape(s, Dim::Known(1))),
+            shape: x.shape.as_ref().map(|s| self.param_shape(s, Dim::Known(1))),
         };
         vec![x.clone(), stats(3), stats(4), stats(3), stats(4)]
     }
@@ -218,7 +215,10 @@ fn batch_norm<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelRes
     if n_out > 1 {
         let m = p.momentum as f64;
         let run = |a: &[f64], b: &[f64]| -> Vec<f64> {
-            a.iter().zip(b).map(|(a, b)| a * m + b * (1.0 - m)).collect()
+            a.iter()
+                .zip(b)
+                .map(|(a, b)| a * m + b * (1.0 - m))
+                .collect()
         };
         let stats = [run(&mean_in, &mean), run(&var_in, &var), mean, var];
         let types = [3, 4].map(|i| opt_input(inputs, i).map_or(T::DTYPE, |t| t.dtype()));
@@ -371,7 +371,11 @@ impl Op for MeanVarianceNormalization {
 fn mvn<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "MeanVarianceNormalization";
     let x = required::<T>(OP, inputs, 0)?;
-    let mut axes = norm_axes(OP, &ctx.attrs::<MeanVarianceNormalization>()?.axes, x.ndim())?;
+    let mut axes = norm_axes(
+        OP,
+        &ctx.attrs::<MeanVarianceNormalization>()?.axes,
+        x.ndim(),
+    )?;
     axes.sort_unstable();
     check_out(ctx, OP, x.shape(), T::DTYPE.bits().unwrap_or(64))?;
     // The normalized axes permuted to the end: each group is one contiguous run.
@@ -447,11 +451,13 @@ fn rms_norm<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
         }
     }
     // Y has scale's type (V), which may differ from X's.
-    Ok(vec![match (shaped(OP, shape, y)?, input(OP, inputs, 1)?.dtype()) {
-        (Tensor::F32(a), DType::F64) => Tensor::F64(a.mapv(f64::from)),
-        (Tensor::F64(a), DType::F32) => Tensor::F32(a.mapv(|v| v as f32)),
-        (t, _) => t,
-    }])
+    Ok(vec![
+        match (shaped(OP, shape, y)?, input(OP, inputs, 1)?.dtype()) {
+            (Tensor::F32(a), DType::F64) => Tensor::F64(a.mapv(f64::from)),
+            (Tensor::F64(a), DType::F32) => Tensor::F32(a.mapv(|v| v as f32)),
+            (t, _) => t,
+        },
+    ])
 }
 
 // ---------------------------------------------------------------------------------------------

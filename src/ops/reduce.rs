@@ -10,14 +10,16 @@
 //! identity. Softmax before 13 coerces the input to 2-D at `axis` ([prod(dims before axis),
 //! prod(dims from axis)]) and normalizes each row; from 13 it normalizes along `axis` alone.
 //! The other versions (11: negative axes; 13, 18, 21: types) change no computed value here.
+//! The other reductions (reduce_more.rs) share `Reduce`; Softmax walks its lanes with
+//! `lanes::map_lanes`, as LogSoftmax and Hardmax do.
 
 use ndarray::{ArrayD, Axis, IxDyn};
 
 use super::common::{
     bits, check_out, input, int_list, norm_axes, opt_input, unsupported_type, Float, Num,
 };
-use super::lanes::map_lanes;
 use super::infer::{norm_axis as infer_axis, Axes};
+use super::lanes::map_lanes;
 use super::lowering::{norm_axis as lower_axis, run, static_ints, NodeCtx};
 use super::wgsl::{self, numel};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
@@ -231,7 +233,12 @@ fn reduce(
     };
     // Reducing an empty axis yields identity values over the other axes, which can be far larger
     // than the (empty) input: check the output against the limit first.
-    check_out(ctx, op, &kept_shape(data.shape(), &axes), bits(data.dtype()))?;
+    check_out(
+        ctx,
+        op,
+        &kept_shape(data.shape(), &axes),
+        bits(data.dtype()),
+    )?;
     let shape = r.out_shape(data.shape(), &axes);
     Ok(vec![match data {
         Tensor::F32(a) => Tensor::F32(reduce_typed(op, a, &axes, &shape, mean)?),

@@ -89,7 +89,12 @@ fn reduce(
         return Ok(vec![data.clone()]);
     };
     // An empty reduced axis fills the output with the identity: check its size first.
-    check_out(ctx, op, &kept_shape(data.shape(), &axes), bits(data.dtype()))?;
+    check_out(
+        ctx,
+        op,
+        &kept_shape(data.shape(), &axes),
+        bits(data.dtype()),
+    )?;
     let shape = r.out_shape(data.shape(), &axes);
     let e = |e: ndarray::ShapeError| format!("{op}: {e}");
     Ok(vec![match data {
@@ -97,10 +102,11 @@ fn reduce(
         Tensor::F64(a) => Tensor::F64(reduce_typed(a, &axes, &shape, kind).map_err(e)?),
         Tensor::I32(a) => Tensor::I32(reduce_typed(a, &axes, &shape, kind).map_err(e)?),
         Tensor::I64(a) => Tensor::I64(reduce_typed(a, &axes, &shape, kind).map_err(e)?),
-        // false < true: max is any, min is all.
+        // false < true: max is any, min is all (their identities, i32::MIN and MAX, false and
+        // true).
         Tensor::Bool(a) if matches!(kind, Kind::Max | Kind::Min) => {
             let r = reduce_typed(&a.mapv(i32::from), &axes, &shape, kind).map_err(e)?;
-            Tensor::Bool(r.mapv(|v| v != 0))
+            Tensor::Bool(r.mapv(|v| v > 0))
         }
         other => return Err(unsupported_type(op, other.dtype())),
     }])

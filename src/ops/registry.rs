@@ -221,7 +221,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(OPS.len(), 89);
+        assert_eq!(OPS.len(), 88);
     }
 
     #[test]
