@@ -41,29 +41,34 @@ pub(super) struct Lanes {
     pub inner: usize,
 }
 
+/// Strided lanes are copied out this many at a time (one 64-byte line of float32 per row).
+const TILE: usize = 16;
+
 impl Lanes {
     /// The lanes along `axis` of `shape`; with `coerce_2d` (the Softmax family before 13) a lane
     /// is a row of the input coerced to 2-D at `axis`: every element from `axis` on.
     pub(super) fn new(shape: &[usize], axis: usize, coerce_2d: bool) -> Lanes {
-        let prod = |d: &[usize]| d.iter().product::<usize>();
-        let (before, from) = shape.split_at(axis.min(shape.len()));
-        if coerce_2d {
-            return Lanes {
-                outer: prod(before),
-                len: prod(from),
-                inner: 1,
-            };
-        }
+        let last = if coerce_2d {
+            shape.len().max(1) - 1
+        } else {
+            axis
+        };
+        Lanes::span(shape, axis, last)
+    }
+
+    /// The lanes over the dims `first..=last` of `shape` taken together.
+    pub(super) fn span(shape: &[usize], first: usize, last: usize) -> Lanes {
+        let prod = |d: Option<&[usize]>| d.map_or(1, |d| d.iter().product::<usize>());
         Lanes {
-            outer: prod(before),
-            len: from.first().copied().unwrap_or(1),
-            inner: from.get(1..).map_or(1, prod),
+            outer: prod(shape.get(..first)),
+            len: prod(shape.get(first..=last)),
+            inner: prod(shape.get(last + 1..)),
         }
     }
 
     /// Calls `f(n, lane)` for every lane of `s` (row-major, `outer * len * inner` elements) in
-    /// (outer, inner) order, `n` counting the lanes; a strided lane is gathered into a buffer.
-    /// Visits nothing when `s` is empty.
+    /// (outer, inner) order, `n` counting the lanes; strided lanes are copied out, `TILE` at a
+    /// time. Visits nothing when `s` is empty.
     pub(super) fn each<T: Copy>(&self, s: &[T], mut f: impl FnMut(usize, &[T])) {
         let block = self.len * self.inner;
         if s.is_empty() || block == 0 {
@@ -75,12 +80,14 @@ impl Lanes {
                 .for_each(|(n, l)| f(n, l));
             return;
         }
-        let mut buf = Vec::with_capacity(self.len);
+        let mut buf = Vec::new();
         for (o, b) in s.chunks_exact(block).enumerate() {
-            for j in 0..self.inner {
-                buf.clear();
-                buf.extend(b[j..].iter().step_by(self.inner));
-                f(o * self.inner + j, &buf);
+            for j0 in (0..self.inner).step_by(TILE) {
+                let w = TILE.min(self.inner - j0);
+                self.gather(b, j0, w, &mut buf);
+                for (jj, lane) in buf.chunks_exact(self.len).enumerate() {
+                    f(o * self.inner + j0 + jj, lane);
+                }
             }
         }
     }
@@ -95,15 +102,28 @@ impl Lanes {
             s.chunks_exact_mut(self.len).for_each(f);
             return;
         }
-        let mut buf = Vec::with_capacity(self.len);
+        let mut buf = Vec::new();
         for b in s.chunks_exact_mut(block) {
-            for j in 0..self.inner {
-                buf.clear();
-                buf.extend(b[j..].iter().step_by(self.inner));
-                f(&mut buf);
-                for (d, &v) in b[j..].iter_mut().step_by(self.inner).zip(&buf) {
-                    *d = v;
+            for j0 in (0..self.inner).step_by(TILE) {
+                let w = TILE.min(self.inner - j0);
+                self.gather(b, j0, w, &mut buf);
+                buf.chunks_exact_mut(self.len).for_each(&mut f);
+                for (k, row) in b.chunks_exact_mut(self.inner).enumerate() {
+                    for (jj, d) in row[j0..j0 + w].iter_mut().enumerate() {
+                        *d = buf[jj * self.len + k];
+                    }
                 }
+            }
+        }
+    }
+
+    /// Lanes `j0..j0 + w` of block `b` ([len, inner], not empty) into `buf`, one after another.
+    fn gather<T: Copy>(&self, b: &[T], j0: usize, w: usize, buf: &mut Vec<T>) {
+        buf.clear();
+        buf.resize(w * self.len, b[0]);
+        for (k, row) in b.chunks_exact(self.inner).enumerate() {
+            for (jj, &v) in row[j0..j0 + w].iter().enumerate() {
+                buf[jj * self.len + k] = v;
             }
         }
     }

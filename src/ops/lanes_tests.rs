@@ -35,6 +35,29 @@ fn lanes_layout() {
 }
 
 #[test]
+fn strided_lanes_in_tiles() {
+    // 20 columns: one full tile of 16 and a partial one of 4.
+    let v: Vec<i64> = (0..120).collect();
+    let l = Lanes::new(&[2, 3, 20], 1, false);
+    let mut n_seen = vec![];
+    l.each(&v, |n, lane| {
+        let (o, j) = (n / 20, n % 20);
+        let base = (o * 60 + j) as i64;
+        assert_eq!(lane, [base, base + 20, base + 40], "lane {n}");
+        n_seen.push(n);
+    });
+    assert_eq!(n_seen, (0..40).collect::<Vec<_>>());
+    let mut w = v.clone();
+    l.map(&mut w, |lane| lane.reverse());
+    for (i, &x) in w.iter().enumerate() {
+        let (o, k, j) = (i / 60, i / 20 % 3, i % 20);
+        assert_eq!(x, (o * 60 + (2 - k) * 20 + j) as i64, "element {i}");
+    }
+    let s = Lanes::span(&[2, 3, 4, 5], 1, 2);
+    assert_eq!((s.outer, s.len, s.inner), (2, 12, 5));
+}
+
+#[test]
 fn log_softmax_values_axes_and_versions() {
     let x = f64s(&[1, 3], &[1., 2., 3.]);
     let lse = 3.0 + (1.0 + (-1f64).exp() + (-2f64).exp()).ln();

@@ -19,6 +19,7 @@
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{bits, check_out, input, unsupported_type, Num};
+use super::lanes::{elements, Lanes};
 use super::reduce::{kept_shape, Reduce};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::TensorType;
@@ -112,8 +113,8 @@ fn reduce(
     }])
 }
 
-/// `a` reduced over `axes` (normalized, distinct) into `shape`: the kept axes are permuted in
-/// front of the reduced ones, so each output element reduces one contiguous run.
+/// `a` reduced over `axes` (normalized, distinct) into `shape`. Axes that are one run of
+/// adjacent dims are lanes of `a` as it is; others are permuted behind the kept dims first.
 fn reduce_typed<T: Elem>(
     a: &ArrayD<T>,
     axes: &[usize],
@@ -122,39 +123,42 @@ fn reduce_typed<T: Elem>(
 ) -> Result<ArrayD<T>, ndarray::ShapeError> {
     let mut reduced = axes.to_vec();
     reduced.sort_unstable();
-    let mut order: Vec<usize> = (0..a.ndim()).filter(|d| !reduced.contains(d)).collect();
-    order.extend(&reduced);
-    let len: usize = reduced.iter().map(|&d| a.shape()[d]).product();
     let n: usize = shape.iter().product();
-    let out = if len == 0 || n == 0 {
-        vec![fold(kind, &[]); n]
-    } else {
-        let p = a.view().permuted_axes(IxDyn(&order));
-        let p = p.as_standard_layout();
-        match p.as_slice() {
-            Some(s) => s.chunks_exact(len).map(|c| fold(kind, c)).collect(),
-            None => {
-                let v: Vec<T> = p.iter().copied().collect();
-                v.chunks_exact(len).map(|c| fold(kind, c)).collect()
-            }
+    let mut out = Vec::with_capacity(n);
+    let mut fold_lanes = |lanes: Lanes, s: &[T]| lanes.each(s, |_, l| out.push(fold(kind, l)));
+    match (reduced.first(), reduced.last()) {
+        (Some(&first), Some(&last)) if last - first + 1 == reduced.len() => {
+            fold_lanes(Lanes::span(a.shape(), first, last), &elements(a));
         }
-    };
+        (Some(_), _) => {
+            let mut order: Vec<usize> = (0..a.ndim()).filter(|d| !reduced.contains(d)).collect();
+            let kept = order.len();
+            order.extend(&reduced);
+            let p = a.view().permuted_axes(IxDyn(&order));
+            let lanes = Lanes::span(p.shape(), kept, a.ndim() - 1);
+            fold_lanes(lanes, &p.iter().copied().collect::<Vec<T>>());
+        }
+        // A scalar: the reduction of its one element.
+        (None, _) => {
+            let one = Lanes {
+                outer: a.len(),
+                len: 1,
+                inner: 1,
+            };
+            fold_lanes(one, &elements(a));
+        }
+    }
+    // An empty reduced set: each output element is the identity.
+    out.resize(n, fold(kind, &[]));
     ArrayD::from_shape_vec(IxDyn(shape), out)
 }
 
 /// One reduction of `c` (the identity when `c` is empty).
 fn fold<T: Elem>(kind: Kind, c: &[T]) -> T {
-    #[allow(clippy::eq_op)]
-    let nan = |v: T| v != v;
     let f64s = || c.iter().map(|v| v.to_f64());
     match kind {
-        // Once the running value is NaN it stays NaN (NaN > m and NaN < m are false).
-        Kind::Max => c
-            .iter()
-            .fold(T::LOWEST, |m, &v| if v > m || nan(v) { v } else { m }),
-        Kind::Min => c
-            .iter()
-            .fold(T::HIGHEST, |m, &v| if v < m || nan(v) { v } else { m }),
+        Kind::Max => extremum(c, T::LOWEST, |v, m| v > m),
+        Kind::Min => extremum(c, T::HIGHEST, |v, m| v < m),
         Kind::Prod => c.iter().fold(T::ONE, |p, &v| p.wmul(v)),
         Kind::L1 => c.iter().fold(T::ZERO, |s, &v| s.wadd(v.abs())),
         Kind::SumSquare => c.iter().fold(T::ZERO, |s, &v| s.wadd(v.wmul(v))),
@@ -170,6 +174,27 @@ fn fold<T: Elem>(kind: Kind, c: &[T]) -> T {
             }
         }
     }
+}
+
+/// The max or min of `c` (`beats(v, m)`: v replaces m) from `init`, a NaN beating everything,
+/// in 8 interleaved accumulators so the loop vectorizes.
+fn extremum<T: Elem>(c: &[T], init: T, beats: impl Fn(T, T) -> bool) -> T {
+    // Once an accumulator is NaN it stays NaN: NaN > m and NaN < m are false, and v != v is
+    // only true for a NaN v.
+    #[allow(clippy::eq_op)]
+    let pick = |m: T, v: T| if beats(v, m) | (v != v) { v } else { m };
+    let mut acc = [init; 8];
+    let mut chunks = c.chunks_exact(8);
+    for ch in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(ch) {
+            *a = pick(*a, v);
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .chain(&acc)
+        .fold(init, |m, &v| pick(m, v))
 }
 
 /// The element types the reductions compute on.
