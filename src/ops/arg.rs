@@ -282,6 +282,19 @@ fn rank_order<T: Num>(lane: &[T], a: usize, b: usize, largest: bool) -> Ordering
     by_value.then(a.cmp(&b))
 }
 
+/// The indices `0..len` ranked by `cmp`, cut to the first `k`. Not generic (the comparator is
+/// a trait object): one copy of the selection and sort code serves every element type.
+fn first_k(order: &mut Vec<usize>, len: usize, k: usize, cmp: &dyn Fn(usize, usize) -> Ordering) {
+    order.clear();
+    order.extend(0..len);
+    let cmp = |a: &usize, b: &usize| cmp(*a, *b);
+    if k < len {
+        order.select_nth_unstable_by(k.saturating_sub(1), cmp);
+        order.truncate(k);
+    }
+    order.sort_unstable_by(cmp);
+}
+
 type TopKOut = Result<(Tensor, ArrayD<i64>), ndarray::ShapeError>;
 
 fn top_k_typed<T: Num>(
@@ -298,14 +311,9 @@ fn top_k_typed<T: Num>(
     let mut order: Vec<usize> = Vec::with_capacity(lanes.len);
     if k > 0 {
         lanes.each(&elements(a), |lane_no, lane| {
-            order.clear();
-            order.extend(0..lane.len());
-            let cmp = |&a: &usize, &b: &usize| rank_order(lane, a, b, largest);
-            if k < order.len() {
-                order.select_nth_unstable_by(k - 1, cmp);
-                order.truncate(k);
-            }
-            order.sort_unstable_by(cmp);
+            first_k(&mut order, lane.len(), k, &|a, b| {
+                rank_order(lane, a, b, largest)
+            });
             // Output element j of this lane: outer block o, position j along the axis, column i.
             let (o, i) = (lane_no / lanes.inner, lane_no % lanes.inner);
             for (j, &src) in order.iter().enumerate() {
