@@ -1,6 +1,6 @@
 //! Ops that transform each lane along one axis in place (LogSoftmax, Hardmax, CumSum,
-//! LpNormalization), and the lane walk they share with Softmax (reduce.rs) and ArgMax/TopK
-//! (arg.rs).
+//! LpNormalization), and the lane walk they share with Softmax (reduce.rs), ArgMax/TopK
+//! (arg.rs) and the other reductions (reduce_more.rs).
 //!
 //! | op | versions | attributes (default) | inputs -> output |
 //! |---|---|---|---|
