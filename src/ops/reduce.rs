@@ -10,13 +10,16 @@
 //! identity. Softmax before 13 coerces the input to 2-D at `axis` ([prod(dims before axis),
 //! prod(dims from axis)]) and normalizes each row; from 13 it normalizes along `axis` alone.
 //! The other versions (11: negative axes; 13, 18, 21: types) change no computed value here.
+//! The other reductions (reduce_more.rs) share `Reduce`; Softmax walks its lanes with
+//! `lanes::map_lanes`, as LogSoftmax and Hardmax do.
 
-use ndarray::{ArrayD, ArrayViewMut1, Axis, Ix2, IxDyn};
+use ndarray::{ArrayD, Axis, IxDyn};
 
 use super::common::{
-    bits, check_out, input, int_list, norm_axes, norm_axis, opt_input, unsupported_type, Float, Num,
+    bits, check_out, input, int_list, norm_axes, opt_input, unsupported_type, Float, Num,
 };
 use super::infer::{norm_axis as infer_axis, Axes};
+use super::lanes::map_lanes;
 use super::lowering::{norm_axis as lower_axis, run, static_ints, NodeCtx};
 use super::wgsl::{self, numel};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
@@ -37,7 +40,7 @@ pub struct Reduce {
 
 impl Reduce {
     /// `axes_input_since`: the first version taking the axes as input 1.
-    fn parse(a: &Attrs, axes_input_since: i64) -> Result<Reduce, String> {
+    pub(super) fn parse(a: &Attrs, axes_input_since: i64) -> Result<Reduce, String> {
         let as_input = a.opset >= axes_input_since;
         Ok(Reduce {
             axes: if as_input {
@@ -50,7 +53,7 @@ impl Reduce {
         })
     }
 
-    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+    pub(super) fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let x = cx.input(0);
         let axes = match &self.axes {
             Axes::Attribute(a) => Some(a.clone()),
@@ -225,50 +228,79 @@ fn reduce(
     r: &Reduce,
 ) -> KernelResult {
     let data = input(op, inputs, 0)?;
-    let keepdims = r.keepdims;
-    let axes = match &r.axes {
-        Axes::Input => opt_input(inputs, 1)
-            .map(|t| int_list(op, "axes", t))
-            .transpose()?
-            .unwrap_or_default(),
-        Axes::Attribute(a) => a.clone(),
-    };
-    // Empty axes: reduce everything, unless noop_with_empty_axes makes it the identity.
-    if axes.is_empty() && r.noop_with_empty_axes {
+    let Some(axes) = r.axes_for(op, inputs, data.shape().len())? else {
         return Ok(vec![data.clone()]);
-    }
-    let rank = data.shape().len();
-    let axes = if axes.is_empty() {
-        (0..rank).collect()
-    } else {
-        norm_axes(op, &axes, rank)?
     };
     // Reducing an empty axis yields identity values over the other axes, which can be far larger
     // than the (empty) input: check the output against the limit first.
-    let out_shape: Vec<usize> = (0..rank)
-        .map(|d| {
-            if axes.contains(&d) {
-                1
-            } else {
-                data.shape()[d]
-            }
-        })
-        .collect();
-    check_out(ctx, op, &out_shape, bits(data.dtype()))?;
+    check_out(
+        ctx,
+        op,
+        &kept_shape(data.shape(), &axes),
+        bits(data.dtype()),
+    )?;
+    let shape = r.out_shape(data.shape(), &axes);
     Ok(vec![match data {
-        Tensor::F32(a) => Tensor::F32(reduce_typed(op, a, &axes, keepdims, mean)?),
-        Tensor::F64(a) => Tensor::F64(reduce_typed(op, a, &axes, keepdims, mean)?),
-        Tensor::I32(a) => Tensor::I32(reduce_typed(op, a, &axes, keepdims, mean)?),
-        Tensor::I64(a) => Tensor::I64(reduce_typed(op, a, &axes, keepdims, mean)?),
+        Tensor::F32(a) => Tensor::F32(reduce_typed(op, a, &axes, &shape, mean)?),
+        Tensor::F64(a) => Tensor::F64(reduce_typed(op, a, &axes, &shape, mean)?),
+        Tensor::I32(a) => Tensor::I32(reduce_typed(op, a, &axes, &shape, mean)?),
+        Tensor::I64(a) => Tensor::I64(reduce_typed(op, a, &axes, &shape, mean)?),
         other => return Err(unsupported_type(op, other.dtype())),
     }])
+}
+
+impl Reduce {
+    /// The axes the node reduces over data of rank `rank`, normalized (duplicates and
+    /// out-of-range axes are errors): every axis when none are given, `None` when
+    /// `noop_with_empty_axes` makes the node the identity.
+    pub(super) fn axes_for(
+        &self,
+        op: &str,
+        inputs: &[Option<&Tensor>],
+        rank: usize,
+    ) -> Result<Option<Vec<usize>>, String> {
+        let axes = match &self.axes {
+            Axes::Input => opt_input(inputs, 1)
+                .map(|t| int_list(op, "axes", t))
+                .transpose()?
+                .unwrap_or_default(),
+            Axes::Attribute(a) => a.clone(),
+        };
+        Ok(match axes.is_empty() {
+            true if self.noop_with_empty_axes => None,
+            true => Some((0..rank).collect()),
+            false => Some(norm_axes(op, &axes, rank)?),
+        })
+    }
+
+    /// The output shape for `shape` reduced over `axes` (normalized).
+    pub(super) fn out_shape(&self, shape: &[usize], axes: &[usize]) -> Vec<usize> {
+        (0..shape.len())
+            .filter_map(|d| match (axes.contains(&d), self.keepdims) {
+                (false, _) => Some(shape[d]),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect()
+    }
+}
+
+/// `shape` with the dims in `axes` set to 1 (the element count of a reduction's output).
+pub(super) fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
+    let mut s = shape.to_vec();
+    for &a in axes {
+        if let Some(d) = s.get_mut(a) {
+            *d = 1;
+        }
+    }
+    s
 }
 
 fn reduce_typed<T: Num>(
     op: &str,
     a: &ArrayD<T>,
     axes: &[usize],
-    keepdims: bool,
+    shape: &[usize],
     mean: bool,
 ) -> Result<ArrayD<T>, String> {
     let mut sorted = axes.to_vec();
@@ -287,15 +319,8 @@ fn reduce_typed<T: Num>(
         }
         out.mapv_inplace(|v| v.div_count(count).unwrap_or(T::ZERO));
     }
-    let shape: Vec<usize> = (0..a.ndim())
-        .filter_map(|d| match (sorted.binary_search(&d).is_ok(), keepdims) {
-            (false, _) => Some(a.shape()[d]),
-            (true, true) => Some(1),
-            (true, false) => None,
-        })
-        .collect();
     Ok(out
-        .to_shape(IxDyn(&shape))
+        .to_shape(IxDyn(shape))
         .map_err(|e| format!("{op}: {e}"))?
         .into_owned())
 }
@@ -314,42 +339,12 @@ pub fn softmax(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 }
 
 fn softmax_typed<T: Float>(p: &Softmax, a: &ArrayD<T>) -> Result<ArrayD<T>, String> {
-    const OP: &str = "Softmax";
-    let rank = a.ndim();
-    let axis = norm_axis(OP, p.axis, rank)?;
-    if a.is_empty() {
-        // Nothing to normalize; also avoids walking billions of empty lanes.
-        return Ok(a.clone());
-    }
-    let mut out = a.as_standard_layout().into_owned();
-    if !p.coerce_2d {
-        let n = a.shape()[axis];
-        match out.as_slice_mut() {
-            // The last axis of a row-major array: each lane is a contiguous run.
-            Some(s) if axis + 1 == rank => s.chunks_exact_mut(n).for_each(softmax_row),
-            _ => out.lanes_mut(Axis(axis)).into_iter().for_each(softmax_lane),
-        }
-        Ok(out)
-    } else {
-        let outer: usize = a.shape()[..axis].iter().product();
-        let inner: usize = a.shape()[axis..].iter().product();
-        let mut m = out
-            .into_shape_with_order(IxDyn(&[outer, inner]))
-            .and_then(|m| m.into_dimensionality::<Ix2>())
-            .map_err(|e| format!("{OP}: {e}"))?;
-        match m.as_slice_mut() {
-            Some(s) => s.chunks_exact_mut(inner).for_each(softmax_row),
-            None => m.rows_mut().into_iter().for_each(softmax_lane),
-        }
-        m.into_dyn()
-            .into_shape_with_order(a.raw_dim())
-            .map_err(|e| format!("{OP}: {e}"))
-    }
+    map_lanes("Softmax", a, p.axis, p.coerce_2d, softmax_row)
 }
 
-/// `softmax_lane` on a contiguous lane, as separate slice passes that vectorize: the max and the
-/// sum use 8 partial accumulators (so their order differs from a serial loop by rounding only),
-/// and exp is `fast_exp`.
+/// exp(x - max) / sum over one lane (subtracting the max keeps exp from overflowing), as
+/// separate slice passes that vectorize: the max and the sum use 8 partial accumulators (so their
+/// order differs from a serial loop by rounding only), and exp is `fast_exp`.
 pub(super) fn softmax_row<T: Float>(row: &mut [T]) {
     const L: usize = 8;
     let pick = |m: T, v: T| if v > m { v } else { m };
@@ -388,28 +383,6 @@ pub(super) fn softmax_row<T: Float>(row: &mut [T]) {
         .chain(&sums)
         .fold(T::ZERO, |s, &v| s.wadd(v));
     for v in row.iter_mut() {
-        *v = v.wdiv(sum);
-    }
-}
-
-/// exp(x - max) / sum: subtracting the max keeps exp from overflowing.
-fn softmax_lane<T: Float>(mut lane: ArrayViewMut1<T>) {
-    let max = lane
-        .iter()
-        .fold(T::NEG_INFINITY, |m, &v| if v > m { v } else { m });
-    let mut sum = T::ZERO;
-    for v in lane.iter_mut() {
-        let d = v.wsub(max);
-        // Masked scores (x - max near -3.4e38) take libm's slow underflow path; below
-        // EXP_ZERO the result is 0 exactly, so skip the call.
-        *v = if d < T::EXP_ZERO {
-            T::ZERO
-        } else {
-            d.fast_exp()
-        };
-        sum = sum.wadd(*v);
-    }
-    for v in lane.iter_mut() {
         *v = v.wdiv(sum);
     }
 }

@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::{
-    attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise, gelu,
-    index_ops, matmul, pad, reduce, resize, shape_ops, slice, transformer, Attrs, Op,
+    arg, attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise, gelu,
+    index_ops, lanes, matmul, norm, pad, reduce, reduce_more, resize, shape_ops, slice,
+    transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -123,6 +124,31 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "ReduceMean", 1, reduce::ReduceMean),
     op!(ONNX, "ReduceSum", 1, reduce::ReduceSum),
     op!(ONNX, "Softmax", 1, reduce::Softmax),
+    op!(ONNX, "ReduceMax", 1, reduce_more::ReduceMax),
+    op!(ONNX, "ReduceMin", 1, reduce_more::ReduceMin),
+    op!(ONNX, "ReduceProd", 1, reduce_more::ReduceProd),
+    op!(ONNX, "ReduceL1", 1, reduce_more::ReduceL1),
+    op!(ONNX, "ReduceL2", 1, reduce_more::ReduceL2),
+    op!(ONNX, "ReduceLogSum", 1, reduce_more::ReduceLogSum),
+    op!(ONNX, "ReduceLogSumExp", 1, reduce_more::ReduceLogSumExp),
+    op!(ONNX, "ReduceSumSquare", 1, reduce_more::ReduceSumSquare),
+    // index-returning reductions (arg.rs)
+    op!(ONNX, "ArgMax", 1, arg::ArgMax),
+    op!(ONNX, "ArgMin", 1, arg::ArgMin),
+    op!(ONNX, "TopK", 1, arg::TopK),
+    // lane-wise ops along one axis (lanes.rs)
+    op!(ONNX, "LogSoftmax", 1, lanes::LogSoftmax),
+    op!(ONNX, "Hardmax", 1, lanes::Hardmax),
+    op!(ONNX, "CumSum", 11, lanes::CumSum),
+    op!(ONNX, "LpNormalization", 1, lanes::LpNormalization),
+    // normalizations and Dropout (norm.rs)
+    op!(ONNX, "BatchNormalization", 1, norm::BatchNormalization),
+    op!(ONNX, "InstanceNormalization", 1, norm::InstanceNormalization),
+    op!(ONNX, "GroupNormalization", 18, norm::GroupNormalization),
+    op!(ONNX, "LRN", 1, norm::LRN),
+    op!(ONNX, "MeanVarianceNormalization", 9, norm::MeanVarianceNormalization),
+    op!(ONNX, "RMSNormalization", 23, norm::RMSNormalization),
+    op!(ONNX, "Dropout", 1, norm::Dropout),
     // normalization and GELU (transformer.rs)
     // Standard from 17; onnxruntime also runs it in the default domain at older opsets (its
     // contrib schema, same attributes), and so do we.
