@@ -5,7 +5,7 @@
 use super::super::common::test_util::*;
 use super::*;
 use crate::builder::{sym, GraphBuilder};
-use crate::ir::{attr, Model, ValueId};
+use crate::ir::{attr, Model, Node, ValueId};
 use crate::onnx::proto::AttributeProto;
 
 fn ints(name: &str, v: &[i64]) -> AttributeProto {
@@ -57,10 +57,18 @@ fn conv_pads_and_strides_as_the_operator_doc() {
     let x = iota(&[1, 1, 7, 5]);
     let s = || ints("strides", &[2, 2]);
     let y = conv1(vec![k(), s(), ints("pads", &[1, 1, 1, 1])], &[&x, &w]).unwrap();
-    let want = [12., 27., 24., 63., 108., 81., 123., 198., 141., 112., 177., 124.];
+    let want = [
+        12., 27., 24., 63., 108., 81., 123., 198., 141., 112., 177., 124.,
+    ];
     assert_eq!(y, f32s(&[1, 1, 4, 3], &want));
     let y = conv1(vec![k(), s(), ints("pads", &[1, 0, 1, 0])], &[&x, &w]).unwrap();
-    assert_eq!(y, f32s(&[1, 1, 4, 2], &[21., 33., 99., 117., 189., 207., 171., 183.]));
+    assert_eq!(
+        y,
+        f32s(
+            &[1, 1, 4, 2],
+            &[21., 33., 99., 117., 189., 207., 171., 183.]
+        )
+    );
 }
 
 #[test]
@@ -88,7 +96,10 @@ fn conv_dilations_auto_pad_and_3d() {
     let y = conv1(a, &[&x, &w]).unwrap();
     assert_eq!(y, f32s(&[1, 1, 3], &[3., 9., 9.]));
     // 3-D: a 2x2x2 kernel of ones over a 2x2x2 iota is the sum 0..7.
-    let y = conv1(vec![], &[&iota(&[1, 1, 2, 2, 2]), &f32s(&[1, 1, 2, 2, 2], &[1.; 8])]);
+    let y = conv1(
+        vec![],
+        &[&iota(&[1, 1, 2, 2, 2]), &f32s(&[1, 1, 2, 2, 2], &[1.; 8])],
+    );
     assert_eq!(y.unwrap(), f32s(&[1, 1, 1, 1, 1], &[28.]));
 }
 
@@ -98,7 +109,10 @@ fn conv_groups_by_hand() {
     let x = f32s(&[1, 2, 2, 2], &[1., 2., 3., 4., 5., 6., 7., 8.]);
     let g = || vec![attr::int("group", 2)];
     let y = conv1(g(), &[&x, &f32s(&[2, 1, 1, 1], &[2., 3.])]).unwrap();
-    assert_eq!(y, f32s(&[1, 2, 2, 2], &[2., 4., 6., 8., 15., 18., 21., 24.]));
+    assert_eq!(
+        y,
+        f32s(&[1, 2, 2, 2], &[2., 4., 6., 8., 15., 18., 21., 24.])
+    );
     // Depthwise 2x2 kernels: one output each, [1, 0, 0, 1] (diagonal) and [0, 1, 1, 0].
     let w = f32s(&[2, 1, 2, 2], &[1., 0., 0., 1., 0., 1., 1., 0.]);
     let y = conv1(g(), &[&x, &w]).unwrap();
@@ -159,17 +173,97 @@ fn naive_conv(
 #[test]
 fn conv_paths_agree_with_the_naive_definition() {
     // (X shape, W shape, group, strides, dilations, pads): the im2col, pointwise, strided 1x1,
-    // depthwise (multiplier 1 and 2, strides 1 and 2) paths, 1-D to 3-D.
-    type Case = (Vec<usize>, Vec<usize>, usize, Vec<usize>, Vec<usize>, Vec<usize>);
+    // depthwise (multiplier 1 and 2, strides 1 and 2) paths, 1-D to 3-D; the last two large
+    // enough for several im2col blocks (in 3-D, blocks across depth slices).
+    type Case = (
+        Vec<usize>,
+        Vec<usize>,
+        usize,
+        Vec<usize>,
+        Vec<usize>,
+        Vec<usize>,
+    );
     let cases: Vec<Case> = vec![
-        (vec![2, 4, 9], vec![6, 2, 3], 2, vec![2], vec![2], vec![1, 2]),
-        (vec![1, 3, 7, 6], vec![4, 3, 3, 2], 1, vec![2, 1], vec![1, 2], vec![1, 0, 2, 1]),
-        (vec![2, 4, 6, 5], vec![8, 1, 3, 3], 4, vec![1, 1], vec![1, 1], vec![1, 1, 1, 1]),
-        (vec![1, 4, 7, 6], vec![4, 1, 3, 3], 4, vec![2, 2], vec![1, 1], vec![1, 1, 1, 1]),
-        (vec![1, 4, 5, 5], vec![4, 1, 3, 3], 4, vec![1, 2], vec![2, 1], vec![2, 0, 0, 2]),
-        (vec![2, 4, 3, 5], vec![5, 4, 1, 1], 1, vec![1, 1], vec![1, 1], vec![0, 0, 0, 0]),
-        (vec![1, 3, 6, 6], vec![2, 3, 1, 1], 1, vec![2, 2], vec![1, 1], vec![0, 0, 0, 0]),
-        (vec![1, 2, 4, 5, 3], vec![3, 2, 2, 3, 2], 1, vec![1, 2, 1], vec![2, 1, 1], vec![0, 1, 1, 1, 0, 0]),
+        (
+            vec![2, 4, 9],
+            vec![6, 2, 3],
+            2,
+            vec![2],
+            vec![2],
+            vec![1, 2],
+        ),
+        (
+            vec![1, 3, 7, 6],
+            vec![4, 3, 3, 2],
+            1,
+            vec![2, 1],
+            vec![1, 2],
+            vec![1, 0, 2, 1],
+        ),
+        (
+            vec![2, 4, 6, 5],
+            vec![8, 1, 3, 3],
+            4,
+            vec![1, 1],
+            vec![1, 1],
+            vec![1, 1, 1, 1],
+        ),
+        (
+            vec![1, 4, 7, 6],
+            vec![4, 1, 3, 3],
+            4,
+            vec![2, 2],
+            vec![1, 1],
+            vec![1, 1, 1, 1],
+        ),
+        (
+            vec![1, 4, 5, 5],
+            vec![4, 1, 3, 3],
+            4,
+            vec![1, 2],
+            vec![2, 1],
+            vec![2, 0, 0, 2],
+        ),
+        (
+            vec![2, 4, 3, 5],
+            vec![5, 4, 1, 1],
+            1,
+            vec![1, 1],
+            vec![1, 1],
+            vec![0, 0, 0, 0],
+        ),
+        (
+            vec![1, 3, 6, 6],
+            vec![2, 3, 1, 1],
+            1,
+            vec![2, 2],
+            vec![1, 1],
+            vec![0, 0, 0, 0],
+        ),
+        (
+            vec![1, 2, 4, 5, 3],
+            vec![3, 2, 2, 3, 2],
+            1,
+            vec![1, 2, 1],
+            vec![2, 1, 1],
+            vec![0, 1, 1, 1, 0, 0],
+        ),
+        (
+            vec![1, 32, 64, 64],
+            vec![2, 32, 3, 3],
+            1,
+            vec![1, 1],
+            vec![1, 1],
+            vec![1; 4],
+        ),
+        (
+            vec![1, 8, 6, 40, 40],
+            vec![2, 8, 3, 3, 3],
+            1,
+            vec![1; 3],
+            vec![1; 3],
+            vec![1; 6],
+        ),
     ];
     for (xs, ws, g, s, d, p) in cases {
         let n = xs.len() - 2;
@@ -202,7 +296,10 @@ fn conv_transpose_1d_by_hand() {
     let x = f32s(&[1, 1, 3], &[1., 2., 3.]);
     let w = f32s(&[1, 1, 2], &[1., 1.]);
     // Stride 1: each input adds to two neighbouring outputs.
-    assert_eq!(convt(22, vec![], &[&x, &w]).unwrap(), f32s(&[1, 1, 4], &[1., 3., 5., 3.]));
+    assert_eq!(
+        convt(22, vec![], &[&x, &w]).unwrap(),
+        f32s(&[1, 1, 4], &[1., 3., 5., 3.])
+    );
     let s2 = || ints("strides", &[2]);
     let y = convt(22, vec![s2()], &[&x, &w]).unwrap();
     assert_eq!(y, f32s(&[1, 1, 6], &[1., 1., 2., 2., 3., 3.]));
@@ -233,10 +330,7 @@ fn conv_transpose_groups_and_channels() {
     let x = f32s(&[1, 2, 2], &[1., 2., 3., 4.]);
     let w = f32s(&[2, 2, 1], &[1., 10., 2., 20.]);
     let y = convt(22, vec![attr::int("group", 2)], &[&x, &w]).unwrap();
-    assert_eq!(
-        y,
-        f32s(&[1, 4, 2], &[1., 2., 10., 20., 6., 8., 60., 80.])
-    );
+    assert_eq!(y, f32s(&[1, 4, 2], &[1., 2., 10., 20., 6., 8., 60., 80.]));
     // Group 1: both input channels add into each output channel.
     let w = f32s(&[2, 1, 1], &[1., 10.]);
     let y = convt(22, vec![], &[&x, &w]).unwrap();
@@ -256,7 +350,10 @@ fn conv_errors_name_what_is_wrong() {
     let x = iota(&[1, 3, 4, 4]);
     let err = |a: Vec<AttributeProto>, ins: &[&Tensor]| conv1(a, ins).unwrap_err();
     let e = err(vec![], &[&x, &iota(&[2, 2, 3, 3])]);
-    assert!(e.contains("X has 3 channels") && e.contains("W.shape[1] * group"), "{e}");
+    assert!(
+        e.contains("X has 3 channels") && e.contains("W.shape[1] * group"),
+        "{e}"
+    );
     let e = err(vec![], &[&x, &iota(&[2, 3, 3])]);
     assert!(e.contains("W must have X's rank 4"), "{e}");
     let e = err(vec![], &[&iota(&[1, 3, 2, 2]), &iota(&[2, 3, 3, 3])]);
@@ -265,11 +362,23 @@ fn conv_errors_name_what_is_wrong() {
     assert!(e.contains("B must have shape [2], got [3]"), "{e}");
     let e = err(vec![attr::int("group", 3)], &[&x, &iota(&[2, 1, 1, 1])]);
     assert!(e.contains("not a multiple of group 3"), "{e}");
-    let e = err(vec![ints("kernel_shape", &[2, 2])], &[&x, &iota(&[2, 3, 3, 3])]);
-    assert!(e.contains("'kernel_shape' [2, 2] differs from W's kernel dims [3, 3]"), "{e}");
+    let e = err(
+        vec![ints("kernel_shape", &[2, 2])],
+        &[&x, &iota(&[2, 3, 3, 3])],
+    );
+    assert!(
+        e.contains("'kernel_shape' [2, 2] differs from W's kernel dims [3, 3]"),
+        "{e}"
+    );
     let e = err(vec![ints("strides", &[1])], &[&x, &iota(&[2, 3, 3, 3])]);
-    assert!(e.contains("'strides' is for 1 spatial axes, the input has 2"), "{e}");
-    let e = err(vec![], &[&iota(&[1, 1, 2, 2, 2, 2]), &iota(&[1, 1, 1, 1, 1, 1])]);
+    assert!(
+        e.contains("'strides' is for 1 spatial axes, the input has 2"),
+        "{e}"
+    );
+    let e = err(
+        vec![],
+        &[&iota(&[1, 1, 2, 2, 2, 2]), &iota(&[1, 1, 1, 1, 1, 1])],
+    );
     assert!(e.contains("4 spatial dims are not supported"), "{e}");
     let e = err(vec![], &[&x, &f64s(&[1, 3, 1, 1], &[1., 1., 1.])]);
     assert!(e.contains("input types differ"), "{e}");
@@ -289,9 +398,18 @@ fn conv_errors_name_what_is_wrong() {
     assert!(e.contains("even length"), "{e}");
     // ConvTranspose: W's first dim is X's channels.
     let e = convt(22, vec![], &[&x, &iota(&[2, 3, 3, 3])]).unwrap_err();
-    assert!(e.contains("X has 3 channels") && e.contains("W.shape[0]"), "{e}");
-    let e = convt(22, vec![ints("output_shape", &[5])], &[&x, &iota(&[3, 1, 2, 2])]);
-    assert!(e.unwrap_err().contains("'output_shape' [5] is for 1 spatial axes"));
+    assert!(
+        e.contains("X has 3 channels") && e.contains("W.shape[0]"),
+        "{e}"
+    );
+    let e = convt(
+        22,
+        vec![ints("output_shape", &[5])],
+        &[&x, &iota(&[3, 1, 2, 2])],
+    );
+    assert!(e
+        .unwrap_err()
+        .contains("'output_shape' [5] is for 1 spatial axes"));
 }
 
 /// The inferred shape of `v`.
@@ -302,7 +420,11 @@ fn shape_of(m: &Model, v: ValueId) -> Vec<Dim> {
 #[test]
 fn inference_keeps_symbols_and_derives_names() {
     let mut b = GraphBuilder::new("g", 22);
-    let x = b.input("X", DType::F32, vec![sym("N"), Dim::Known(3), sym("H"), Dim::Known(224)]);
+    let x = b.input(
+        "X",
+        DType::F32,
+        vec![sym("N"), Dim::Known(3), sym("H"), Dim::Known(224)],
+    );
     let w7 = b.initializer("W7", &Tensor::F32(ArrayD::zeros(IxDyn(&[64, 3, 7, 7]))));
     let stem = vec![ints("strides", &[2, 2]), ints("pads", &[3, 3, 3, 3])];
     let y = b.op("Conv", &[x, w7], stem.clone());
@@ -311,27 +433,56 @@ fn inference_keeps_symbols_and_derives_names() {
     let same = b.op("Conv", &[y, w3], vec![ints("pads", &[1, 1, 1, 1])]);
     let w1 = b.initializer("W1", &Tensor::F32(ArrayD::zeros(IxDyn(&[8, 64, 1, 1]))));
     let point = b.op("Conv", &[same, w1], vec![]);
-    let up = b.op("Conv", &[y, w3], vec![attr::string("auto_pad", "SAME_UPPER")]);
+    let up = b.op(
+        "Conv",
+        &[y, w3],
+        vec![attr::string("auto_pad", "SAME_UPPER")],
+    );
     let wt = b.initializer("WT", &Tensor::F32(ArrayD::zeros(IxDyn(&[64, 4, 2, 2]))));
     let t = b.op("ConvTranspose", &[y, wt], vec![ints("strides", &[2, 2])]);
     let t1 = b.op("ConvTranspose", &[y, wt], vec![ints("pads", &[0, 0, 1, 1])]);
     let m = b.build();
     let stem_h = Dim::Sym("?((H-1)/2+1)".into());
-    assert_eq!(shape_of(&m, y), vec![sym("N"), Dim::Known(64), stem_h.clone(), Dim::Known(112)]);
-    assert_eq!(shape_of(&m, y2), shape_of(&m, y), "same input and attributes, same name");
+    assert_eq!(
+        shape_of(&m, y),
+        vec![sym("N"), Dim::Known(64), stem_h.clone(), Dim::Known(112)]
+    );
+    assert_eq!(
+        shape_of(&m, y2),
+        shape_of(&m, y),
+        "same input and attributes, same name"
+    );
     assert_eq!(m.graph.value(y).ty.dtype, Some(DType::F32));
-    assert_eq!(shape_of(&m, same), shape_of(&m, y), "3x3 pad 1 stride 1 keeps the symbol");
-    assert_eq!(shape_of(&m, point)[1..], [Dim::Known(8), stem_h.clone(), Dim::Known(112)]);
+    assert_eq!(
+        shape_of(&m, same),
+        shape_of(&m, y),
+        "3x3 pad 1 stride 1 keeps the symbol"
+    );
+    assert_eq!(
+        shape_of(&m, point)[1..],
+        [Dim::Known(8), stem_h.clone(), Dim::Known(112)]
+    );
     assert_eq!(shape_of(&m, up), shape_of(&m, y));
     let th = Dim::Sym("?(2*(?((H-1)/2+1)-1)+2)".into());
-    assert_eq!(shape_of(&m, t), vec![sym("N"), Dim::Known(4), th, Dim::Known(224)]);
-    assert_eq!(shape_of(&m, t1)[2..], [stem_h, Dim::Known(112)], "k2 s1 pads 0+1 keeps it");
+    assert_eq!(
+        shape_of(&m, t),
+        vec![sym("N"), Dim::Known(4), th, Dim::Known(224)]
+    );
+    assert_eq!(
+        shape_of(&m, t1)[2..],
+        [stem_h, Dim::Known(112)],
+        "k2 s1 pads 0+1 keeps it"
+    );
 }
 
 #[test]
 fn inference_without_weights_or_with_unknown_dims() {
     let mut b = GraphBuilder::new("g", 22);
-    let x = b.input("X", DType::F64, vec![sym("N"), Dim::Known(2), Dim::Unknown, Dim::Known(9)]);
+    let x = b.input(
+        "X",
+        DType::F64,
+        vec![sym("N"), Dim::Known(2), Dim::Unknown, Dim::Known(9)],
+    );
     let w = b.input("W", DType::F64, vec![Dim::Unknown; 4]);
     let y = b.op("Conv", &[x, w], vec![ints("kernel_shape", &[3, 3])]);
     let z = b.op("Conv", &[x, w], vec![]);
@@ -340,5 +491,86 @@ fn inference_without_weights_or_with_unknown_dims() {
     assert_eq!((s.len(), &s[0], &s[3]), (4, &sym("N"), &Dim::Known(7)));
     assert!(s[1].is_undecided() && s[2].is_undecided(), "{s:?}");
     assert_eq!(m.graph.value(z).ty.dtype, Some(DType::F64));
-    assert!(shape_of(&m, z)[3].is_undecided(), "no kernel size, no spatial size");
+    assert!(
+        shape_of(&m, z)[3].is_undecided(),
+        "no kernel size, no spatial size"
+    );
+}
+
+/// Not a check: times the reference kernels on ResNet-18 / MobileNetV3 shapes, e.g.
+/// `cargo test --release --lib conv_micro_benchmark -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn conv_micro_benchmark() {
+    use std::time::Instant;
+    let time = |label: &str, k: Kernel, n: &Node, ins: &[&Tensor], flops: f64| {
+        let mut t: Vec<f64> = (0..15)
+            .map(|_| {
+                let start = Instant::now();
+                std::hint::black_box(run_first(k, n, 22, ins).unwrap());
+                start.elapsed().as_secs_f64()
+            })
+            .collect();
+        t.sort_by(f64::total_cmp);
+        println!(
+            "{label}: median {:.3} ms, min {:.3} ms, {:.1} GFLOP/s",
+            t[7] * 1e3,
+            t[0] * 1e3,
+            flops / t[7] / 1e9
+        );
+    };
+    let t = |shape: &[usize], phase: f32| f32s(shape, &wave(shape.iter().product(), phase));
+    let p1 = || ints("pads", &[1, 1, 1, 1]);
+    let (x, w) = (t(&[1, 64, 56, 56], 0.1), t(&[64, 64, 3, 3], 0.2));
+    let flops = 2.0 * 64.0 * 64.0 * 9.0 * 56.0 * 56.0;
+    time(
+        "Conv 1x64x56x56 * 64x64x3x3 pad 1",
+        conv,
+        &node("Conv", vec![p1()]),
+        &[&x, &w],
+        flops,
+    );
+    let (x, w) = (t(&[1, 3, 224, 224], 0.3), t(&[64, 3, 7, 7], 0.4));
+    let a = vec![ints("pads", &[3, 3, 3, 3]), ints("strides", &[2, 2])];
+    let flops = 2.0 * 64.0 * 3.0 * 49.0 * 112.0 * 112.0;
+    time(
+        "Conv stem 1x3x224x224 * 64x3x7x7 s2",
+        conv,
+        &node("Conv", a),
+        &[&x, &w],
+        flops,
+    );
+    let (x, w) = (t(&[1, 64, 56, 56], 0.5), t(&[256, 64, 1, 1], 0.6));
+    let flops = 2.0 * 256.0 * 64.0 * 56.0 * 56.0;
+    time(
+        "Conv 1x1 1x64x56x56 -> 256",
+        conv,
+        &node("Conv", vec![]),
+        &[&x, &w],
+        flops,
+    );
+    let (x, w) = (t(&[1, 72, 56, 56], 0.7), t(&[72, 1, 3, 3], 0.8));
+    let a = vec![p1(), attr::int("group", 72)];
+    let flops = 2.0 * 72.0 * 9.0 * 56.0 * 56.0;
+    time(
+        "Conv depthwise 1x72x56x56 3x3",
+        conv,
+        &node("Conv", a),
+        &[&x, &w],
+        flops,
+    );
+    let x = t(&[1, 64, 112, 112], 0.9);
+    let a = vec![
+        ints("kernel_shape", &[3, 3]),
+        ints("strides", &[2, 2]),
+        p1(),
+    ];
+    let flops = 64.0 * 56.0 * 56.0 * 9.0;
+    time(
+        "MaxPool 1x64x112x112 3x3 s2",
+        super::super::pool::max_pool,
+        &node("MaxPool", a),
+        &[&x],
+        flops,
+    );
 }

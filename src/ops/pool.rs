@@ -9,7 +9,7 @@
 //! | GlobalMaxPool, GlobalAveragePool | 1, 22 | none | X [N, C, D...]: T -> Y [N, C, 1...]: T (float) |
 //! | GlobalLpPool | 1, 2, 22 | `p` (2: float in 1, int from 2) | X: T -> Y [N, C, 1...]: T (float) |
 //!
-//! The window geometry (output sizes, auto_pad, ceil_mode) is conv.rs's. Windows read only
+//! The window geometry (output sizes, auto_pad, ceil_mode) is window.rs's. Windows read only
 //! inside the input: Max and Lp (`(Σ|x|^p)^(1/p)`) skip the padding, AveragePool divides by
 //! the taps inside the input, or with `count_include_pad` by those inside the padded input (a
 //! ceil_mode window's part past the end padding never counts). The first maximum in a window
@@ -21,7 +21,7 @@
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{check_out, input, unsupported_type};
-use super::conv::{data, same, spatial, to3, Axis, Elem, Window};
+use super::window::{data, same, spatial, tap_major, to3, Axis, Elem, Window};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::tensor::{DType, Tensor};
@@ -275,26 +275,88 @@ fn float_pool(
     }
 }
 
-/// Visits the input positions (z, y, x) of output `o`'s window that lie inside the input.
+/// One output's window along one axis: its first tap inside the input and how many are inside.
+#[derive(Clone, Copy)]
+struct Span {
+    first: usize,
+    n: usize,
+}
+
+fn spans(a: &Axis) -> Vec<Span> {
+    (0..a.out)
+        .map(|o| {
+            let (lo, hi) = a.taps(o);
+            Span {
+                first: if hi > lo { a.pos(o, lo) } else { 0 },
+                n: hi - lo,
+            }
+        })
+        .collect()
+}
+
+/// Folds `f(acc, value, row-major spatial offset)` over a window's taps inside the input.
 #[inline(always)]
-fn each_tap(a: &[Axis; 3], o: [usize; 3], mut f: impl FnMut(usize, usize, usize)) {
-    let (tz, ty, tx) = (a[0].taps(o[0]), a[1].taps(o[1]), a[2].taps(o[2]));
-    for kz in tz.0..tz.1 {
-        let iz = a[0].pos(o[0], kz);
-        for ky in ty.0..ty.1 {
-            let iy = a[1].pos(o[1], ky);
-            for kx in tx.0..tx.1 {
-                f(iz, iy, a[2].pos(o[2], kx));
+fn fold<T: Copy, A>(
+    xp: &[T],
+    a: &[Axis; 3],
+    t: [&Span; 3],
+    init: A,
+    f: impl Fn(A, T, usize) -> A,
+) -> A {
+    let mut acc = init;
+    let (h, w) = (a[1].inp, a[2].inp);
+    let mut iz = t[0].first;
+    for _ in 0..t[0].n {
+        let mut iy = t[1].first;
+        for _ in 0..t[1].n {
+            let base = (iz * h + iy) * w;
+            let row = &xp[base..base + w];
+            let mut ix = t[2].first;
+            for _ in 0..t[2].n {
+                acc = f(acc, row[ix], base + ix);
+                ix += a[2].d;
+            }
+            iy += a[1].d;
+        }
+        iz += a[0].d;
+    }
+    acc
+}
+
+/// Calls `f(plane, plane's data, window)` for every output, in output order.
+fn each_window<T>(
+    xd: &[T],
+    isz: usize,
+    sp: &[Vec<Span>; 3],
+    mut f: impl FnMut(usize, &[T], [&Span; 3]),
+) {
+    for (c, xp) in xd.chunks_exact(isz.max(1)).enumerate() {
+        for tz in &sp[0] {
+            for ty in &sp[1] {
+                for tx in &sp[2] {
+                    f(c, xp, [tz, ty, tx]);
+                }
             }
         }
     }
 }
 
-fn pool_typed<T: Elem>(ctx: &KernelCtx, op: &str, w: &Window, xt: &Tensor, kind: Kind) -> KernelResult {
+fn pool_typed<T: Elem>(
+    ctx: &KernelCtx,
+    op: &str,
+    w: &Window,
+    xt: &Tensor,
+    kind: Kind,
+) -> KernelResult {
     let x = same::<T>(op, xt, xt)?;
     let xs = x.shape();
-    let n = spatial(op, xs)?;
-    let k: Vec<usize> = w.kernel_shape.iter().flatten().map(|&k| k as usize).collect();
+    spatial(op, xs)?;
+    let k: Vec<usize> = w
+        .kernel_shape
+        .iter()
+        .flatten()
+        .map(|&k| k as usize)
+        .collect();
     let axes = w.axes(op, &xs[2..], &k)?;
     let mut shape = xs[..2].to_vec();
     shape.extend(axes.iter().map(|a| a.out));
@@ -304,58 +366,78 @@ fn pool_typed<T: Elem>(ctx: &KernelCtx, op: &str, w: &Window, xt: &Tensor, kind:
         check_out(ctx, &format!("{op} Indices"), &shape, 64)?;
     }
     let a = to3(&axes);
-    let (d, h, wd) = (a[0].inp, a[1].inp, a[2].inp);
+    let sp = [spans(&a[0]), spans(&a[1]), spans(&a[2])];
     let isz: usize = xs[2..].iter().product();
     let total: usize = shape.iter().product();
     let mut y = Vec::with_capacity(total);
     let mut ind = Vec::with_capacity(if with_indices { total } else { 0 });
     let xd = data(x);
-    debug_assert_eq!(n, axes.len());
-    for (c, xp) in xd.chunks_exact(isz.max(1)).enumerate() {
-        for oz in 0..a[0].out {
-            for oy in 0..a[1].out {
-                for ox in 0..a[2].out {
-                    let o = [oz, oy, ox];
-                    match kind {
-                        Kind::Max { col_major, .. } => {
-                            let mut best: Option<(T, usize)> = None;
-                            each_tap(&a, o, |iz, iy, ix| {
-                                let v = xp[(iz * h + iy) * wd + ix];
-                                if best.is_none_or(|(b, _)| v > b) {
-                                    let at = if col_major {
-                                        iz + (iy + ix * h) * d
-                                    } else {
-                                        (iz * h + iy) * wd + ix
-                                    };
-                                    best = Some((v, at));
-                                }
-                            });
-                            y.push(best.map_or(T::LOWEST, |b| b.0));
-                            if with_indices {
-                                ind.push(best.map_or(-1, |b| (c * isz + b.1) as i64));
-                            }
-                        }
-                        Kind::Mean { include_pad } => {
-                            let (mut sum, mut count) = (T::ZERO, 0);
-                            each_tap(&a, o, |iz, iy, ix| {
-                                sum = sum.wadd(xp[(iz * h + iy) * wd + ix]);
-                                count += 1;
-                            });
-                            if include_pad {
-                                count = (0..3).map(|i| a[i].padded_taps(o[i])).product();
-                            }
-                            y.push(sum.div_count(count).unwrap_or(T::ZERO));
-                        }
-                        Kind::Lp(p) => {
-                            let mut sum = 0.0;
-                            each_tap(&a, o, |iz, iy, ix| {
-                                sum += xp[(iz * h + iy) * wd + ix].to_f64().abs().powf(p);
-                            });
-                            y.push(T::from_f64(sum.powf(1.0 / p)));
-                        }
+    if let (Kind::Max { col_major, .. }, true) = (kind, with_indices) {
+        each_window(&xd, isz, &sp, |c, xp, t| {
+            // The first maximum: a later value must be greater (none: the type's lowest, -1).
+            let (best, at) = fold(xp, &a, t, (T::LOWEST, usize::MAX), |(b, at), v, p| {
+                if at == usize::MAX || v > b {
+                    (v, p)
+                } else {
+                    (b, at)
+                }
+            });
+            y.push(best);
+            let (hw, w) = (a[1].inp * a[2].inp, a[2].inp);
+            let at = match at {
+                usize::MAX => None,
+                p if col_major => Some(p / hw + (p / w % a[1].inp + p % w * a[1].inp) * a[0].inp),
+                p => Some(p),
+            };
+            ind.push(at.map_or(-1, |p| (c * isz + p) as i64));
+        });
+    } else {
+        // Tap by tap into each plane's outputs (vectorizable rows), then the divisors / roots.
+        let init = if let Kind::Max { .. } = kind {
+            T::LOWEST
+        } else {
+            T::ZERO
+        };
+        y.resize(total, init);
+        let osz: usize = a.iter().map(|a| a.out).product();
+        for (xp, yp) in xd
+            .chunks_exact(isz.max(1))
+            .zip(y.chunks_exact_mut(osz.max(1)))
+        {
+            match kind {
+                // NaN never wins (as in onnxruntime).
+                Kind::Max { .. } => tap_major(xp, yp, &a, |b, v, _| if v > b { v } else { b }),
+                Kind::Mean { .. } => tap_major(xp, yp, &a, |s, v, _| s.wadd(v)),
+                Kind::Lp(p) => tap_major(xp, yp, &a, |s, v, _| {
+                    s.wadd(T::from_f64(v.to_f64().abs().powf(p)))
+                }),
+            }
+        }
+        match kind {
+            Kind::Mean { include_pad } => {
+                let counts = |a: &Axis| -> Vec<usize> {
+                    (0..a.out)
+                        .map(|o| match a.taps(o) {
+                            _ if include_pad => a.padded_taps(o),
+                            (lo, hi) => hi - lo,
+                        })
+                        .collect()
+                };
+                let (cz, cy, cx) = (counts(&a[0]), counts(&a[1]), counts(&a[2]));
+                let mut per_plane = Vec::with_capacity(cz.len() * cy.len() * cx.len());
+                for z in &cz {
+                    for y in &cy {
+                        per_plane.extend(cx.iter().map(|x| z * y * x));
                     }
                 }
+                for (v, &n) in y.iter_mut().zip(per_plane.iter().cycle()) {
+                    *v = v.div_count(n).unwrap_or(T::ZERO);
+                }
             }
+            Kind::Lp(p) => y
+                .iter_mut()
+                .for_each(|v| *v = T::from_f64(v.to_f64().powf(1.0 / p))),
+            Kind::Max { .. } => {}
         }
     }
     let mut out = vec![shaped(op, &shape, y)?];

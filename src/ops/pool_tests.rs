@@ -62,7 +62,10 @@ fn max_pool_strides_and_indices_in_both_storage_orders() {
     let x3 = f32s(&[1, 1, 2, 2, 2], &[0., 1., 2., 3., 9., 5., 6., 7.]);
     let k3 = || vec![ints("kernel_shape", &[2, 2, 2])];
     let (y, i) = max_with_indices(22, k3(), &x3);
-    assert_eq!((y, i), (f32s(&[1, 1, 1, 1, 1], &[9.]), i64s(&[1, 1, 1, 1, 1], &[4])));
+    assert_eq!(
+        (y, i),
+        (f32s(&[1, 1, 1, 1, 1], &[9.]), i64s(&[1, 1, 1, 1, 1], &[4]))
+    );
     let mut c = k3();
     c.push(attr::int("storage_order", 1));
     assert_eq!(max_with_indices(22, c, &x3).1, i64s(&[1, 1, 1, 1, 1], &[1]));
@@ -96,7 +99,10 @@ fn max_pool_ceil_mode_and_dilations() {
     assert_eq!(maxp(k3s2(), &x).unwrap(), f32s(&[1, 1, 1, 1], &[10.]));
     let mut c = k3s2();
     c.push(attr::int("ceil_mode", 1));
-    assert_eq!(maxp(c, &x).unwrap(), f32s(&[1, 1, 2, 2], &[10., 11., 14., 15.]));
+    assert_eq!(
+        maxp(c, &x).unwrap(),
+        f32s(&[1, 1, 2, 2], &[10., 11., 14., 15.])
+    );
     // Before 10 there is no ceil_mode: the attribute is not read.
     let mut c = k3s2();
     c.push(attr::int("ceil_mode", 1));
@@ -114,7 +120,10 @@ fn max_pool_ceil_mode_and_dilations() {
     assert_eq!(maxp(a, &x2).unwrap(), f32s(&[1, 1, 1], &[2.]));
     // Dilation 2: taps (0,0), (0,2), (2,0), (2,2) from each start.
     let a = vec![ints("kernel_shape", &[2, 2]), ints("dilations", &[2, 2])];
-    assert_eq!(maxp(a, &x).unwrap(), f32s(&[1, 1, 2, 2], &[10., 11., 14., 15.]));
+    assert_eq!(
+        maxp(a, &x).unwrap(),
+        f32s(&[1, 1, 2, 2], &[10., 11., 14., 15.])
+    );
 }
 
 #[test]
@@ -135,13 +144,19 @@ fn average_pool_counts_with_and_without_the_padding() {
     let y = run_pool(average_pool, "AveragePool", 6, a(1), &x).unwrap();
     assert_eq!(y.to_f64_vec()[0], 1.0);
     // The operator doc's ceil example: 1..16, kernel 3, stride 2 -> 2x2 (clipped windows).
-    let x = f32s(&[1, 1, 4, 4], &(1..=16).map(|v| v as f32).collect::<Vec<_>>());
+    let x = f32s(
+        &[1, 1, 4, 4],
+        &(1..=16).map(|v| v as f32).collect::<Vec<_>>(),
+    );
     let a = vec![
         ints("kernel_shape", &[3, 3]),
         ints("strides", &[2, 2]),
         attr::int("ceil_mode", 1),
     ];
-    assert_eq!(avgp(a, &x).unwrap(), f32s(&[1, 1, 2, 2], &[6., 7.5, 12., 13.5]));
+    assert_eq!(
+        avgp(a, &x).unwrap(),
+        f32s(&[1, 1, 2, 2], &[6., 7.5, 12., 13.5])
+    );
     // Ceil with count_include_pad: the last window [4, 6) past the end of 5 inputs (no end
     // padding) divides by its 1 tap inside, not by 2.
     let x = f32s(&[1, 1, 5], &[1., 2., 3., 4., 5.]);
@@ -165,11 +180,26 @@ fn average_pool_auto_pad_and_dilations() {
         ]
     };
     // One pad: at the end (UPPER) or the start (LOWER); counted only with count_include_pad.
-    assert_eq!(avgp(a("SAME_UPPER", 0), &x).unwrap(), f64s(&[1, 1, 4], &[1.5, 2.5, 3.5, 4.]));
-    assert_eq!(avgp(a("SAME_UPPER", 1), &x).unwrap(), f64s(&[1, 1, 4], &[1.5, 2.5, 3.5, 2.]));
-    assert_eq!(avgp(a("SAME_LOWER", 0), &x).unwrap(), f64s(&[1, 1, 4], &[1., 1.5, 2.5, 3.5]));
-    assert_eq!(avgp(a("SAME_LOWER", 1), &x).unwrap(), f64s(&[1, 1, 4], &[0.5, 1.5, 2.5, 3.5]));
-    assert_eq!(avgp(a("VALID", 1), &x).unwrap(), f64s(&[1, 1, 3], &[1.5, 2.5, 3.5]));
+    assert_eq!(
+        avgp(a("SAME_UPPER", 0), &x).unwrap(),
+        f64s(&[1, 1, 4], &[1.5, 2.5, 3.5, 4.])
+    );
+    assert_eq!(
+        avgp(a("SAME_UPPER", 1), &x).unwrap(),
+        f64s(&[1, 1, 4], &[1.5, 2.5, 3.5, 2.])
+    );
+    assert_eq!(
+        avgp(a("SAME_LOWER", 0), &x).unwrap(),
+        f64s(&[1, 1, 4], &[1., 1.5, 2.5, 3.5])
+    );
+    assert_eq!(
+        avgp(a("SAME_LOWER", 1), &x).unwrap(),
+        f64s(&[1, 1, 4], &[0.5, 1.5, 2.5, 3.5])
+    );
+    assert_eq!(
+        avgp(a("VALID", 1), &x).unwrap(),
+        f64s(&[1, 1, 3], &[1.5, 2.5, 3.5])
+    );
     // Dilations from 19: [x0, x2] and [x1, x3].
     let d = || vec![ints("kernel_shape", &[2]), ints("dilations", &[2])];
     assert_eq!(avgp(d(), &x).unwrap(), f64s(&[1, 1, 2], &[2., 3.]));
@@ -183,16 +213,26 @@ fn lp_pool_and_the_global_pools() {
         run_pool(lp_pool, "LpPool", opset, a, x).unwrap()
     };
     assert_eq!(lp(18, vec![k()], &x), f32s(&[1, 1, 1], &[5.]));
-    assert_eq!(lp(18, vec![k(), attr::int("p", 1)], &x), f32s(&[1, 1, 1], &[7.]));
+    assert_eq!(
+        lp(18, vec![k(), attr::int("p", 1)], &x),
+        f32s(&[1, 1, 1], &[7.])
+    );
     // Version 1 takes p as a float; the padding adds nothing.
-    let y = lp(1, vec![k(), attr::float("p", 1.0), ints("pads", &[1, 1])], &x);
+    let y = lp(
+        1,
+        vec![k(), attr::float("p", 1.0), ints("pads", &[1, 1])],
+        &x,
+    );
     assert_eq!(y, f32s(&[1, 1, 3], &[3., 7., 4.]));
     // Global pools: [1, 2, 3, 4] and [-1, -5, 2, 0] per channel.
     let x = f32s(&[1, 2, 2, 2], &[1., 2., 3., 4., -1., -5., 2., 0.]);
     let g = |k: Kernel, op: &str, a: Vec<AttributeProto>| run_pool(k, op, 22, a, &x).unwrap();
     let avg = g(global_average_pool, "GlobalAveragePool", vec![]);
     assert_eq!(avg, f32s(&[1, 2, 1, 1], &[2.5, -1.]));
-    assert_eq!(g(global_max_pool, "GlobalMaxPool", vec![]), f32s(&[1, 2, 1, 1], &[4., 2.]));
+    assert_eq!(
+        g(global_max_pool, "GlobalMaxPool", vec![]),
+        f32s(&[1, 2, 1, 1], &[4., 2.])
+    );
     let l2 = g(global_lp_pool, "GlobalLpPool", vec![]);
     assert_close(&l2, &f32s(&[1, 2, 1, 1], &[30f32.sqrt(); 2]), 1e-6);
     let l1 = g(global_lp_pool, "GlobalLpPool", vec![attr::int("p", 1)]);
@@ -210,11 +250,17 @@ fn pool_errors_name_what_is_wrong() {
     let e = maxp(vec![ints("kernel_shape", &[5, 1])], &x).unwrap_err();
     assert!(e.contains("MaxPool: the kernel's extent 5"), "{e}");
     let e = maxp(vec![ints("kernel_shape", &[2])], &x).unwrap_err();
-    assert!(e.contains("'kernel_shape' is for 1 spatial axes, the input has 2"), "{e}");
+    assert!(
+        e.contains("'kernel_shape' is for 1 spatial axes, the input has 2"),
+        "{e}"
+    );
     let e = maxp(vec![ints("kernel_shape", &[2])], &iota(&[4, 4])).unwrap_err();
     assert!(e.contains("X must be [N, C, spatial...]"), "{e}");
     let e = avgp(vec![ints("kernel_shape", &[1])], &i32s(&[1, 1, 1], &[1])).unwrap_err();
-    assert!(e.contains("AveragePool: element type int32 is not supported"), "{e}");
+    assert!(
+        e.contains("AveragePool: element type int32 is not supported"),
+        "{e}"
+    );
     let bad_p = vec![ints("kernel_shape", &[1]), attr::int("p", 0)];
     let e = run_pool(lp_pool, "LpPool", 18, bad_p, &x).unwrap_err();
     assert!(e.contains("'p' must be positive"), "{e}");
@@ -225,14 +271,22 @@ fn pool_errors_name_what_is_wrong() {
 #[test]
 fn pool_inference() {
     let mut b = GraphBuilder::new("g", 22);
-    let x = b.input("X", DType::F32, vec![sym("N"), Dim::Known(64), sym("H"), Dim::Known(112)]);
+    let x = b.input(
+        "X",
+        DType::F32,
+        vec![sym("N"), Dim::Known(64), sym("H"), Dim::Known(112)],
+    );
     let a = vec![
         ints("kernel_shape", &[3, 3]),
         ints("strides", &[2, 2]),
         ints("pads", &[1, 1, 1, 1]),
     ];
     let outs = b.node("", "MaxPool", &[Some(x)], 2, a);
-    let same = b.op("AveragePool", &[x], vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])]);
+    let same = b.op(
+        "AveragePool",
+        &[x],
+        vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])],
+    );
     let c = vec![
         ints("kernel_shape", &[2, 2]),
         ints("strides", &[2, 2]),
@@ -245,13 +299,22 @@ fn pool_inference() {
     let h = Dim::Sym("?((H-1)/2+1)".into());
     let y = ty(outs[0]);
     assert_eq!(y.dtype, Some(DType::F32));
-    assert_eq!(y.shape, Some(vec![sym("N"), Dim::Known(64), h, Dim::Known(56)]));
+    assert_eq!(
+        y.shape,
+        Some(vec![sym("N"), Dim::Known(64), h, Dim::Known(56)])
+    );
     assert_eq!(ty(outs[1]).dtype, Some(DType::I64));
     assert_eq!(ty(outs[1]).shape, y.shape);
-    assert_eq!(ty(same).shape, Some(vec![sym("N"), Dim::Known(64), sym("H"), Dim::Known(112)]));
+    assert_eq!(
+        ty(same).shape,
+        Some(vec![sym("N"), Dim::Known(64), sym("H"), Dim::Known(112)])
+    );
     let ceil = ty(ceil).shape.unwrap();
     assert_eq!(ceil[2], Dim::Sym("?(ceil_window(H-2,2,0))".into()));
     assert_eq!(ceil[3], Dim::Known(56));
     let g = ty(g).shape.unwrap();
-    assert_eq!(g, vec![sym("N"), Dim::Known(64), Dim::Known(1), Dim::Known(1)]);
+    assert_eq!(
+        g,
+        vec![sym("N"), Dim::Known(64), Dim::Known(1), Dim::Known(1)]
+    );
 }
