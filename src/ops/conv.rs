@@ -5,8 +5,8 @@
 //! | Conv | 1, 11, 22 | `auto_pad` (NOTSET), `dilations` (1s), `group` (1), `kernel_shape` (W's dims), `pads` (0s), `strides` (1s) | X [N, C, D...], W [M, C/group, k...], B [M] (optional): T -> Y [N, M, out...]: T (float) |
 //! | ConvTranspose | 1, 11, 22 | Conv's, and `output_padding` (0s), `output_shape` (computed) | X [N, C, D...], W [C, M/group, k...], B [M] (optional): T -> Y [N, M, out...]: T (float) |
 //!
-//! Conv's output sizes are window.rs's. ConvTranspose: `out = s·(in - 1) + output_padding + ek
-//! - pb - pe` (`ek = d·(k - 1) + 1`); SAME_* make `out = in·s` and an `output_shape` sets it;
+//! Conv's output sizes are window.rs's. ConvTranspose: with `ek = d·(k - 1) + 1`,
+//! `out = s·(in - 1) + output_padding + ek - pb - pe`; SAME_* make `out = in·s` and an `output_shape` sets it;
 //! either way the pads are the total `s·(in - 1) + output_padding + ek - out` split in two
 //! (floor halves): from 11 the smaller half first for SAME_UPPER and last otherwise, before 11
 //! the other way round (registry entry 11). Conv 11 only reworded auto_pad, 22 added bfloat16:
@@ -532,9 +532,9 @@ fn col2im<T: Num>(col: &[T], y: &mut [T], mg: usize, a: &[Axis; 3]) {
                             let dst = (az.pos(iz, kz) * ay.out + ay.pos(iy, ky)) * ax.out;
                             let dst = &mut yj[dst..][..ax.out];
                             let src = &row[(iz * ay.inp + iy) * ax.inp..][..ax.inp];
-                            for ix in x0..x1 {
-                                let o = ax.pos(ix, kx);
-                                dst[o] = dst[o].wadd(src[ix]);
+                            let outs = (ax.pos(x0, kx)..).step_by(ax.s);
+                            for (o, &v) in outs.zip(&src[x0..x1]) {
+                                dst[o] = dst[o].wadd(v);
                             }
                         }
                     }

@@ -124,17 +124,14 @@ fn conv_groups_by_hand() {
 }
 
 /// Conv from the definition: every output position, every tap, bounds checked.
+/// `geo`: strides, dilations, begin pads and output spatial dims.
 fn naive_conv(
-    x: &[f32],
-    xs: &[usize],
-    w: &[f32],
-    ws: &[usize],
+    (x, xs): (&[f32], &[usize]),
+    (w, ws): (&[f32], &[usize]),
     g: usize,
-    s: &[usize],
-    d: &[usize],
-    pb: &[usize],
-    os: &[usize],
+    geo: [&[usize]; 4],
 ) -> Vec<f32> {
+    let [s, d, pb, os] = geo;
     let n = xs.len() - 2;
     let (c, m) = (xs[1], ws[0]);
     let (cg, mg) = (c / g, m / g);
@@ -272,7 +269,7 @@ fn conv_paths_agree_with_the_naive_definition() {
         let os: Vec<usize> = (0..n)
             .map(|a| (xs[a + 2] + p[a] + p[a + n] - d[a] * (ws[a + 2] - 1) - 1) / s[a] + 1)
             .collect();
-        let want = naive_conv(&xv, &xs, &wv, &ws, g, &s, &d, &p[..n], &os);
+        let want = naive_conv((&xv, &xs), (&wv, &ws), g, [&s, &d, &p[..n], &os]);
         let i64s = |v: &[usize]| v.iter().map(|&v| v as i64).collect::<Vec<_>>();
         let a = vec![
             attr::int("group", g as i64),
