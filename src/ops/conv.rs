@@ -50,8 +50,11 @@ impl Conv {
 
 fn group(a: &Attrs) -> R<i64> {
     match a.int("group", 1)? {
-        g if g >= 1 => Ok(g),
-        g => Err(format!("attribute 'group' must be positive, got {g}")),
+        g if (1..=i32::MAX as i64).contains(&g) => Ok(g),
+        g => Err(format!(
+            "attribute 'group' must be positive (at most {}), got {g}",
+            i32::MAX
+        )),
     }
 }
 
@@ -214,9 +217,12 @@ impl Op for ConvTranspose {
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let shape = shapes(cx).map(|(x, w)| {
             let n = x.len() - 2;
-            let m = w.as_ref().and_then(|w| known(&w[1]));
-            let m = m.and_then(|m| m.checked_mul(self.group));
-            let mut out = vec![x[0].clone(), m.map_or(Dim::Unknown, Dim::Known)];
+            let m = match (w.as_ref().map(|w| &w[1]), self.group) {
+                (Some(d), 1) => d.clone(),
+                (Some(Dim::Known(m)), g) => m.checked_mul(g).map_or(Dim::Unknown, Dim::Known),
+                _ => Dim::Unknown,
+            };
+            let mut out = vec![x[0].clone(), m];
             for i in 0..n {
                 let k = self.window.kernel(i);
                 let k = k.or_else(|| w.as_ref().and_then(|w| known(&w[i + 2])));
@@ -331,12 +337,17 @@ fn conv_typed<T: Elem + MatElem>(
     }
     // Conv: W [M, C/g, k...]; ConvTranspose: W [C, M/g, k...].
     let c = xs[1];
+    // Products of dims and group saturate: a huge one only fails the checks below.
     let (w_in, m) = if transpose {
-        (ws[0] / g.max(1), ws[1] * g)
+        (ws[0] / g, ws[1].saturating_mul(g))
     } else {
         (ws[1], ws[0])
     };
-    let w_c = if transpose { ws[0] } else { ws[1] * g };
+    let w_c = if transpose {
+        ws[0]
+    } else {
+        ws[1].saturating_mul(g)
+    };
     if w_c != c || (transpose && ws[0] % g != 0) {
         return Err(format!(
             "{op}: X has {c} channels but W of shape {ws:?} with group {g} takes {}",
@@ -386,7 +397,8 @@ fn conv_typed<T: Elem + MatElem>(
     // The GEMM's other operand: blocks of im2col columns [cg·ksz, rows·OW] (Conv), or the
     // product's columns [mg·ksz, isz] before col2im (ConvTranspose).
     let rows = a[0].out * a[1].out;
-    let block = (COL_BLOCK / (cg * ksz * a[2].out).max(1)).clamp(1, rows.max(1));
+    let block =
+        (COL_BLOCK / cg.saturating_mul(ksz).saturating_mul(a[2].out).max(1)).clamp(1, rows.max(1));
     let col_len = match () {
         _ if transpose => [mg * ksz, isz],
         _ if pointwise || depthwise => [0, 0],
