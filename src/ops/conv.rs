@@ -105,9 +105,9 @@ pub struct ConvTranspose {
     pub window: Window,
     pub group: i64,
     pub output_padding: Option<Vec<i64>>,
-    /// Spatial dims only (a full [N, C, ...] shape is cut to them at parse).
+    /// The spatial dims, or a whole [N, C, ...] shape (its spatial tail is read).
     pub output_shape: Option<Vec<i64>>,
-    /// Before 11 the larger half of the computed pads goes first for SAME_UPPER.
+    /// Before 11 the larger half of computed pads goes first for SAME_UPPER (else last).
     pub upper_first: bool,
 }
 

@@ -298,28 +298,26 @@ impl Window {
         };
         let s = self.stride(i);
         let ek = self.dilation(i).saturating_mul(k - 1).saturating_add(1);
-        let (pb, pe) = self.pad(i, n);
-        let a = if self.auto_pad == AutoPad::Valid {
-            -ek
-        } else {
-            pb + pe - ek
+        let (pb, pe) = match self.auto_pad {
+            AutoPad::Valid => (0, 0),
+            _ => self.pad(i, n),
         };
+        let a = pb + pe - ek;
+        let ceil = self.ceil_mode && self.auto_pad == AutoPad::NotSet;
         match self.auto_pad {
             AutoPad::SameUpper | AutoPad::SameLower if s == 1 => Dim::Sym(name.clone()),
             AutoPad::SameUpper | AutoPad::SameLower => derived(format!("ceil({name}/{s})")),
             _ if s == 1 => {
                 // Rounding up changes nothing at stride 1, but a last window starting in the
                 // end padding (pe >= ek) is dropped.
-                let c = a + 1 - i64::from(self.ceil_mode && pe >= ek);
+                let c = a + 1 - i64::from(ceil && pe >= ek);
                 if c == 0 {
                     Dim::Sym(name.clone())
                 } else {
                     derived(format!("{name}{}", offset(c)))
                 }
             }
-            _ if self.ceil_mode && self.auto_pad == AutoPad::NotSet => {
-                derived(format!("ceil_window({name}{},{s},{pb})", offset(a)))
-            }
+            _ if ceil => derived(format!("ceil_window({name}{},{s},{pb})", offset(a))),
             _ => derived(format!("({name}{})/{s}+1", offset(a))),
         }
     }
