@@ -28,6 +28,10 @@ use prost::Message;
 
 const RTOL: f64 = 1e-4;
 const ATOL: f64 = 1e-5;
+/// Cases whose expected outputs the ONNX generator writes as rounded literals, with the absolute
+/// tolerance that rounding needs. averagepool.py gives [0.1511, 0.2841, 0.3572] where the
+/// averages of its inputs (and onnx's own ReferenceEvaluator) are 0.151056, 0.284044, 0.357222.
+const ROUNDED: &[(&str, f64)] = &[("test_averagepool_2d_ceil_last_window_starts_on_pad", 1e-4)];
 
 /// The committed list of passing cases, relative to the repository root.
 const EXPECTED: &str = "tests/onnx_conformance_expected.txt";
@@ -48,7 +52,7 @@ fn read_pb(path: &Path) -> Result<Tensor, String> {
     to_tensor(&tp, &Limits::default()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
+fn close(got: &Tensor, want: &Tensor, atol: f64) -> Result<(), String> {
     if got.dtype() != want.dtype() {
         return Err(format!("type {} != expected {}", got.dtype(), want.dtype()));
     }
@@ -61,7 +65,7 @@ fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
     }
     let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= ATOL + RTOL * b.abs();
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + RTOL * b.abs();
         if !ok {
             return Err(format!("element {i}: {a} != expected {b}"));
         }
@@ -176,6 +180,11 @@ fn run_case(dir: &Path) -> Outcome {
         .filter(|&&v| g.initializer(v).is_none())
         .map(|&v| g.name(v).to_string())
         .collect();
+    let case = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    let atol = ROUNDED
+        .iter()
+        .find(|(name, _)| case.as_deref() == Some(*name))
+        .map_or(ATOL, |&(_, t)| t);
     for set in sets {
         let mut inputs = HashMap::new();
         for (i, name) in inputs_needed.iter().enumerate() {
@@ -211,7 +220,7 @@ fn run_case(dir: &Path) -> Outcome {
                 ));
             }
             for (i, ((name, t), want)) in got.iter().zip(&expected).enumerate() {
-                if let Err(e) = close(t, want) {
+                if let Err(e) = close(t, want, atol) {
                     return Outcome::Fail(format!("{label}: output {i} '{name}': {e}"));
                 }
             }

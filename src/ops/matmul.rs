@@ -270,7 +270,7 @@ fn lower_gemm(c: &NodeCtx, p: &Gemm, act: &str) -> Result<Lowered, String> {
 }
 
 /// Element types with a matrix-product kernel: `y += alpha * a · b`.
-trait MatElem: Num {
+pub(super) trait MatElem: Num {
     fn gemm_acc(alpha: f32, a: ArrayView2<Self>, b: ArrayView2<Self>, y: &mut ArrayViewMut2<Self>);
     /// `y = a · b` for row-major `a` [m, k], `b` [k, n], `y` [m, n] (zeros on entry) by a kernel
     /// tuned for small products; false when there is none for this type or machine (then the

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::{
-    arg, attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise, gelu,
-    index_ops, lanes, matmul, norm, pad, reduce, reduce_more, resize, shape_ops, slice,
+    arg, attention, cast, compare, concat, conv, elementwise, embed, eyelike, fused_elementwise,
+    gelu, index_ops, lanes, matmul, norm, pad, pool, reduce, reduce_more, resize, shape_ops, slice,
     transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
@@ -120,6 +120,25 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "Gemm", 1, matmul::Gemm),
     op!(ONNX, "MatMul", 1, matmul::MatMul),
     op!(MS, "FusedGemm", 1, matmul::FusedGemm),
+    // convolutions (conv.rs): ConvTranspose 11 swapped the halves of computed pads
+    op!(ONNX, "Conv", 1, conv::Conv),
+    op!(ONNX, "ConvTranspose", 1, conv::ConvTranspose),
+    op!(ONNX, "ConvTranspose", 11, conv::ConvTranspose),
+    // pooling (pool.rs): a line where a version adds an attribute or output
+    op!(ONNX, "MaxPool", 1, pool::MaxPool),
+    op!(ONNX, "MaxPool", 8, pool::MaxPool),
+    op!(ONNX, "MaxPool", 10, pool::MaxPool),
+    op!(ONNX, "AveragePool", 1, pool::AveragePool),
+    op!(ONNX, "AveragePool", 7, pool::AveragePool),
+    op!(ONNX, "AveragePool", 10, pool::AveragePool),
+    op!(ONNX, "AveragePool", 19, pool::AveragePool),
+    op!(ONNX, "LpPool", 1, pool::LpPool),
+    op!(ONNX, "LpPool", 2, pool::LpPool),
+    op!(ONNX, "LpPool", 18, pool::LpPool),
+    op!(ONNX, "GlobalAveragePool", 1, pool::GlobalAveragePool),
+    op!(ONNX, "GlobalMaxPool", 1, pool::GlobalMaxPool),
+    op!(ONNX, "GlobalLpPool", 1, pool::GlobalLpPool),
+    op!(ONNX, "GlobalLpPool", 2, pool::GlobalLpPool),
     // reductions and Softmax (reduce.rs)
     op!(ONNX, "ReduceMean", 1, reduce::ReduceMean),
     op!(ONNX, "ReduceSum", 1, reduce::ReduceSum),
@@ -264,7 +283,8 @@ mod tests {
         assert!(lookup(FL, "AddEyeLike", 1).is_some());
         assert!(lookup("", "AddEyeLike", 13).is_none());
         assert!(lookup("com.example", "Add", 13).is_none());
-        assert!(lookup("", "Conv", 13).is_none());
+        assert!(lookup("", "DeformConv", 19).is_none());
+        assert!(lookup("", "Conv", 1).is_some());
         assert!(lookup("", "SkipLayerNormalization", 17).is_none());
         assert!(lookup(MS, "SkipLayerNormalization", 1).is_some());
         // Reshape took its shape as an input from 5; Erf exists from 9.
