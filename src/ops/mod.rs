@@ -43,6 +43,7 @@ pub mod matmul;
 pub mod pad;
 pub mod reduce;
 pub mod resize;
+pub mod rms;
 pub mod shape_ops;
 pub mod slice;
 pub mod transformer;

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use super::{
     attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise, gelu,
-    index_ops, matmul, pad, reduce, resize, shape_ops, slice, transformer, Attrs, Op,
+    index_ops, matmul, pad, reduce, resize, rms, shape_ops, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -128,6 +128,10 @@ static OPS: &[OpDef] = &[
     // contrib schema, same attributes), and so do we.
     op!(ONNX, "LayerNormalization", 1, transformer::LayerNormalization),
     op!(MS, "SkipLayerNormalization", 1, transformer::SkipLayerNormalization),
+    // RMS norms (rms.rs): onnxruntime registers SimplifiedLayerNormalization in the default domain.
+    op!(ONNX, "SimplifiedLayerNormalization", 1, rms::SimplifiedLayerNormalization),
+    op!(MS, "SimplifiedLayerNormalization", 1, rms::SimplifiedLayerNormalization),
+    op!(MS, "SkipSimplifiedLayerNormalization", 1, rms::SkipSimplifiedLayerNormalization),
     op!(MS, "Gelu", 1, gelu::Gelu),
     op!(MS, "FastGelu", 1, gelu::FastGelu),
     op!(MS, "BiasGelu", 1, gelu::BiasGelu),
