@@ -135,6 +135,7 @@ static OPS: &[OpDef] = &[
     op!(MS, "Gelu", 1, gelu::Gelu),
     op!(MS, "FastGelu", 1, gelu::FastGelu),
     op!(MS, "BiasGelu", 1, gelu::BiasGelu),
+    op!(MS, "QuickGelu", 1, gelu::QuickGelu),
     // attention blocks (embed.rs, attention.rs)
     op!(MS, "EmbedLayerNormalization", 1, embed::EmbedLayerNormalization),
     op!(MS, "Attention", 1, attention::Attention),

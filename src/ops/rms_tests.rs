@@ -250,3 +250,31 @@ fn inference() {
     assert_eq!(ty(r1[1]), stat1);
     crate::ops::verify(&m).unwrap();
 }
+
+// QuickGelu lives in gelu.rs; its tests sit here (transformer_tests.rs is near its size limit).
+#[test]
+fn quick_gelu_values_and_errors() {
+    use super::super::gelu::quick_gelu;
+    // alpha 1.702 (default): x * sigmoid(1.702 x); at 0 -> 0, at large |x| -> x or 0.
+    let x = f32s(&[4], &[0., 1., -1., 30.]);
+    let n = node("QuickGelu", MS_DOMAIN, vec![], 1, &[]);
+    let out = run(quick_gelu, &n, &[Some(&x)]).unwrap();
+    let s = |v: f64| 1.0 / (1.0 + (-v).exp());
+    let want = [0., s(1.702), -s(-1.702), 30.];
+    assert_vals(&out[0], &[4], &want, 1e-6);
+    // alpha 1: x * sigmoid(x); sigmoid(ln 3) = 0.75.
+    let n = node(
+        "QuickGelu",
+        MS_DOMAIN,
+        vec![attr::float("alpha", 1.0)],
+        1,
+        &[],
+    );
+    let l3 = 3f64.ln();
+    let out = run(quick_gelu, &n, &[Some(&f64s(&[1], &[l3]))]).unwrap();
+    assert_vals(&out[0], &[1], &[0.75 * l3], 1e-12);
+    let e = run(quick_gelu, &n, &[Some(&i32s(&[1], &[1]))]).unwrap_err();
+    assert!(e.contains("QuickGelu") && e.contains("int32"), "{e}");
+    let e = run(quick_gelu, &n, &[Some(&x), Some(&x)]).unwrap_err();
+    assert!(e.contains("QuickGelu: takes one input"), "{e}");
+}
