@@ -50,6 +50,7 @@ pub mod pool;
 pub mod reduce;
 pub mod reduce_more;
 pub mod resize;
+pub mod rms;
 pub mod shape_ops;
 pub mod slice;
 pub mod transformer;

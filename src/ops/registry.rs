@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 
 use super::{
     arg, attention, cast, compare, concat, conv, elementwise, embed, eyelike, fused_elementwise,
-    gelu, index_ops, lanes, matmul, norm, pad, pool, reduce, reduce_more, resize, shape_ops, slice,
-    transformer, Attrs, Op,
+    gelu, index_ops, lanes, matmul, norm, pad, pool, reduce, reduce_more, resize, rms, shape_ops,
+    slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -173,9 +173,14 @@ static OPS: &[OpDef] = &[
     // contrib schema, same attributes), and so do we.
     op!(ONNX, "LayerNormalization", 1, transformer::LayerNormalization),
     op!(MS, "SkipLayerNormalization", 1, transformer::SkipLayerNormalization),
+    // RMS norms (rms.rs): onnxruntime registers SimplifiedLayerNormalization in the default domain.
+    op!(ONNX, "SimplifiedLayerNormalization", 1, rms::SimplifiedLayerNormalization),
+    op!(MS, "SimplifiedLayerNormalization", 1, rms::SimplifiedLayerNormalization),
+    op!(MS, "SkipSimplifiedLayerNormalization", 1, rms::SkipSimplifiedLayerNormalization),
     op!(MS, "Gelu", 1, gelu::Gelu),
     op!(MS, "FastGelu", 1, gelu::FastGelu),
     op!(MS, "BiasGelu", 1, gelu::BiasGelu),
+    op!(MS, "QuickGelu", 1, gelu::QuickGelu),
     // attention blocks (embed.rs, attention.rs)
     op!(MS, "EmbedLayerNormalization", 1, embed::EmbedLayerNormalization),
     op!(MS, "Attention", 1, attention::Attention),

@@ -259,7 +259,7 @@ impl_real!(f32, DType::F32, F32);
 impl_real!(f64, DType::F64, F64);
 
 #[inline(always)]
-fn cvt<T: Real, A: Real>(v: T) -> A {
+pub(super) fn cvt<T: Real, A: Real>(v: T) -> A {
     // f32 -> f64 -> f32 is exact, and the compiler folds the round trip away.
     A::from_f64(v.to_f64())
 }
@@ -306,7 +306,7 @@ pub(super) fn row_major<'a, T: Real>(op: &str, a: &'a ArrayD<T>) -> Result<Cow<'
 }
 
 /// A per-position parameter (scale, bias) broadcast unidirectionally to `to`, as one row.
-fn param_row<'a, T: Real>(
+pub(super) fn param_row<'a, T: Real>(
     op: &str,
     what: &str,
     p: &'a ArrayD<T>,
@@ -371,7 +371,12 @@ pub(super) fn placeholder(t: DType) -> Tensor {
 }
 
 /// Row statistics as a tensor of the stash type `s` (float32 or float64).
-fn stats_tensor<A: Real>(op: &str, s: DType, shape: &[usize], v: Vec<A>) -> Result<Tensor, String> {
+pub(super) fn stats_tensor<A: Real>(
+    op: &str,
+    s: DType,
+    shape: &[usize],
+    v: Vec<A>,
+) -> Result<Tensor, String> {
     if s == A::DTYPE {
         return shaped(op, shape, v);
     }
@@ -508,6 +513,30 @@ fn layer_norm_typed<T: Real, A: Real>(
 // ---------------------------------------------------------------------------------------------
 // SkipLayerNormalization kernel
 
+/// onnxruntime's input/skip contract for the Skip*LayerNormalization ops: input is 2-D
+/// [tokens, hidden] or 3-D [batch, seq, hidden]; skip has input's shape, or for a 3-D input
+/// [1, seq, hidden] or [seq, hidden]. Returns the hidden size (not 0).
+pub(super) fn check_skip(op: &str, shape: &[usize], skip: &[usize]) -> Result<usize, String> {
+    if !(2..=3).contains(&shape.len()) {
+        return Err(format!(
+            "{op}: input must be 2-D [tokens, hidden] or 3-D [batch, seq, hidden], got shape {shape:?}"
+        ));
+    }
+    let h = shape[shape.len() - 1];
+    if h == 0 {
+        return Err(format!("{op}: hidden size (input's last dim) is 0"));
+    }
+    let skip_ok =
+        skip == shape || (shape.len() == 3 && (skip == [1, shape[1], h] || skip == [shape[1], h]));
+    if !skip_ok {
+        return Err(format!(
+            "{op}: skip of shape {skip:?} does not fit input {shape:?} (skip must have input's shape, \
+             or [1, seq, hidden] or [seq, hidden] for a 3-D input)"
+        ));
+    }
+    Ok(h)
+}
+
 /// com.microsoft SkipLayerNormalization: `input` is [batch, seq, hidden] or [tokens, hidden]; `skip` has input's shape, or for a 3-D
 /// input [1, seq, hidden] or [seq, hidden] (shared by every batch). gamma, beta and bias are 1-D
 /// of the hidden size. mean and inv_std_var are float32 (onnxruntime's type `U`), shaped as
@@ -530,25 +559,7 @@ fn skip_layer_norm_typed<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -
     let bias = same_type::<T>(OP, inputs, 4)?;
     let (n_out, want) = wanted(ctx, OP, 4)?;
     let shape = x.shape();
-    if !(2..=3).contains(&shape.len()) {
-        return Err(format!(
-            "{OP}: input must be 2-D [tokens, hidden] or 3-D [batch, seq, hidden], got shape {shape:?}"
-        ));
-    }
-    let h = shape[shape.len() - 1];
-    if h == 0 {
-        return Err(format!("{OP}: hidden size (input's last dim) is 0"));
-    }
-    let skip_ok = skip.shape() == shape
-        || (shape.len() == 3
-            && (skip.shape() == [1, shape[1], h] || skip.shape() == [shape[1], h]));
-    if !skip_ok {
-        return Err(format!(
-            "{OP}: skip of shape {:?} does not fit input {shape:?} (skip must have input's shape, \
-             or [1, seq, hidden] or [seq, hidden] for a 3-D input)",
-            skip.shape()
-        ));
-    }
+    let h = check_skip(OP, shape, skip.shape())?;
     let gamma = vector_param(OP, "gamma", gamma, h)?;
     let beta = beta.map(|b| vector_param(OP, "beta", b, h)).transpose()?;
     let bias = bias.map(|b| vector_param(OP, "bias", b, h)).transpose()?;
