@@ -41,6 +41,7 @@ pub mod gelu;
 pub mod index_ops;
 pub mod matmul;
 pub mod pad;
+pub mod quant;
 pub mod reduce;
 pub mod resize;
 pub mod shape_ops;

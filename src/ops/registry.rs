@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use super::{
     attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise, gelu,
-    index_ops, matmul, pad, reduce, resize, shape_ops, slice, transformer, Attrs, Op,
+    index_ops, matmul, pad, quant, reduce, resize, shape_ops, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -118,6 +118,21 @@ static OPS: &[OpDef] = &[
     // matrix products (matmul.rs)
     op!(ONNX, "Gemm", 1, matmul::Gemm),
     op!(ONNX, "MatMul", 1, matmul::MatMul),
+    // ai.onnx: linear quantization (quant.rs)
+    op!(ONNX, "QuantizeLinear", 10, quant::QuantizeLinear),
+    op!(ONNX, "QuantizeLinear", 13, quant::QuantizeLinear),
+    op!(ONNX, "QuantizeLinear", 19, quant::QuantizeLinear),
+    op!(ONNX, "QuantizeLinear", 21, quant::QuantizeLinear),
+    op!(ONNX, "QuantizeLinear", 23, quant::QuantizeLinear),
+    op!(ONNX, "DequantizeLinear", 10, quant::DequantizeLinear),
+    op!(ONNX, "DequantizeLinear", 13, quant::DequantizeLinear),
+    op!(ONNX, "DequantizeLinear", 19, quant::DequantizeLinear),
+    op!(ONNX, "DequantizeLinear", 21, quant::DequantizeLinear),
+    op!(ONNX, "DequantizeLinear", 23, quant::DequantizeLinear),
+    op!(ONNX, "DynamicQuantizeLinear", 11, quant::DynamicQuantizeLinear),
+    op!(ONNX, "MatMulInteger", 10, quant::MatMulInteger),
+    op!(ONNX, "QLinearMatMul", 10, quant::QLinearMatMul),
+    op!(ONNX, "QLinearMatMul", 21, quant::QLinearMatMul),
     op!(MS, "FusedGemm", 1, matmul::FusedGemm),
     // reductions and Softmax (reduce.rs)
     op!(ONNX, "ReduceMean", 1, reduce::ReduceMean),
