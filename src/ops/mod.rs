@@ -47,6 +47,7 @@ pub mod matmul;
 pub mod norm;
 pub mod pad;
 pub mod pool;
+pub mod quant;
 pub mod reduce;
 pub mod reduce_more;
 pub mod resize;

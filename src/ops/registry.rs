@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 
 use super::{
     arg, attention, cast, compare, concat, conv, elementwise, embed, eyelike, fused_elementwise,
-    gelu, index_ops, lanes, matmul, norm, pad, pool, reduce, reduce_more, resize, rms, shape_ops,
-    slice, transformer, Attrs, Op,
+    gelu, index_ops, lanes, matmul, norm, pad, pool, quant, reduce, reduce_more, resize, rms,
+    shape_ops, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -119,6 +119,21 @@ static OPS: &[OpDef] = &[
     // matrix products (matmul.rs)
     op!(ONNX, "Gemm", 1, matmul::Gemm),
     op!(ONNX, "MatMul", 1, matmul::MatMul),
+    // ai.onnx: linear quantization (quant.rs)
+    op!(ONNX, "QuantizeLinear", 10, quant::QuantizeLinear),
+    op!(ONNX, "QuantizeLinear", 13, quant::QuantizeLinear),
+    op!(ONNX, "QuantizeLinear", 19, quant::QuantizeLinear),
+    op!(ONNX, "QuantizeLinear", 21, quant::QuantizeLinear),
+    op!(ONNX, "QuantizeLinear", 23, quant::QuantizeLinear),
+    op!(ONNX, "DequantizeLinear", 10, quant::DequantizeLinear),
+    op!(ONNX, "DequantizeLinear", 13, quant::DequantizeLinear),
+    op!(ONNX, "DequantizeLinear", 19, quant::DequantizeLinear),
+    op!(ONNX, "DequantizeLinear", 21, quant::DequantizeLinear),
+    op!(ONNX, "DequantizeLinear", 23, quant::DequantizeLinear),
+    op!(ONNX, "DynamicQuantizeLinear", 11, quant::DynamicQuantizeLinear),
+    op!(ONNX, "MatMulInteger", 10, quant::MatMulInteger),
+    op!(ONNX, "QLinearMatMul", 10, quant::QLinearMatMul),
+    op!(ONNX, "QLinearMatMul", 21, quant::QLinearMatMul),
     op!(MS, "FusedGemm", 1, matmul::FusedGemm),
     // convolutions (conv.rs): ConvTranspose 11 swapped the halves of computed pads
     op!(ONNX, "Conv", 1, conv::Conv),
