@@ -33,6 +33,7 @@ pub mod attention;
 pub mod cast;
 pub mod compare;
 pub mod concat;
+pub mod control_flow;
 pub mod elementwise;
 pub mod embed;
 pub mod eyelike;

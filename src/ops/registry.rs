@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::{
-    attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise, gelu,
+    attention, cast, compare, concat, control_flow, elementwise, embed, eyelike, fused_elementwise, gelu,
     index_ops, matmul, pad, reduce, resize, shape_ops, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
@@ -43,6 +43,10 @@ const MS: &str = MS_DOMAIN;
 
 #[rustfmt::skip]
 static OPS: &[OpDef] = &[
+    // ai.onnx: control flow, bodies run by the executor (control_flow.rs)
+    op!(ONNX, "If", 1, control_flow::If),
+    op!(ONNX, "Loop", 1, control_flow::Loop),
+    op!(ONNX, "Scan", 9, control_flow::Scan),
     // ai.onnx: elementwise math (elementwise.rs)
     op!(ONNX, "Abs", 1, elementwise::Abs),
     op!(ONNX, "Add", 1, elementwise::Add),
