@@ -178,7 +178,10 @@ impl Scan {
             let v = a.ints(name)?.unwrap_or_default();
             if let Some(len) = len {
                 if !v.is_empty() && v.len() != len {
-                    return Err(format!("Scan: '{name}' has {} entries, {len} expected", v.len()));
+                    return Err(format!(
+                        "Scan: '{name}' has {} entries, {len} expected",
+                        v.len()
+                    ));
                 }
             }
             if name.ends_with("directions") && v.iter().any(|&d| d != 0 && d != 1) {

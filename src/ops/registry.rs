@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::{
-    attention, cast, compare, concat, control_flow, elementwise, embed, eyelike, fused_elementwise, gelu,
-    index_ops, matmul, pad, reduce, resize, shape_ops, slice, transformer, Attrs, Op,
+    attention, cast, compare, concat, control_flow, elementwise, embed, eyelike, fused_elementwise,
+    gelu, index_ops, matmul, pad, reduce, resize, shape_ops, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 

@@ -130,7 +130,9 @@ pub(super) fn run(
                 };
                 carried = outs.by_ref().take(n).collect();
                 if carried.len() != n {
-                    return Err(err(format!("the body returns fewer than {n} carried values")));
+                    return Err(err(format!(
+                        "the body returns fewer than {n} carried values"
+                    )));
                 }
                 let rest: Vec<Tensor> = outs.collect();
                 scan_bytes = scan_bytes.saturating_add(rest.iter().map(bytes_of).sum());
@@ -189,10 +191,12 @@ fn run_scan(
         .enumerate()
         .map(|(i, a)| a.ok_or_else(|| e(format!("input {i} is missing"))))
         .collect::<Result<_>>()?;
-    let n = all
-        .len()
-        .checked_sub(m)
-        .ok_or_else(|| e(format!("{} inputs, fewer than num_scan_inputs {m}", all.len())))?;
+    let n = all.len().checked_sub(m).ok_or_else(|| {
+        e(format!(
+            "{} inputs, fewer than num_scan_inputs {m}",
+            all.len()
+        ))
+    })?;
     let mut states: Vec<Tensor> = all[..n].iter().map(|t| (*t).clone()).collect();
     let mut axes = Vec::with_capacity(m);
     let mut len: Option<usize> = None;
@@ -201,7 +205,9 @@ fn run_scan(
         let a = op.input_axes.get(j).copied().unwrap_or(0);
         let ax = if a < 0 { a + rank } else { a };
         if !(0..rank).contains(&ax) {
-            return Err(e(format!("scan input {j}: axis {a} is out of range for rank {rank}")));
+            return Err(e(format!(
+                "scan input {j}: axis {a} is out of range for rank {rank}"
+            )));
         }
         let l = x.shape()[ax as usize];
         if len.is_some_and(|p| p != l) {
@@ -253,7 +259,9 @@ fn run_scan(
         let a = op.output_axes.get(k).copied().unwrap_or(0);
         let ax = if a < 0 { a + rank } else { a };
         if !(0..rank).contains(&ax) {
-            return Err(e(format!("scan output {k}: axis {a} is out of range for rank {rank}")));
+            return Err(e(format!(
+                "scan output {k}: axis {a} is out of range for rank {rank}"
+            )));
         }
         outs.push(stack(&parts, ax as usize).map_err(e)?);
     }
