@@ -273,14 +273,3 @@ fn scan_computes_a_cumulative_sum_both_ways() {
     assert_eq!(out[0], f32s(&[2], &[9., 12.]));
     assert_eq!(out[1], f32s(&[2, 3], &[5., 8., 9., 6., 10., 12.]));
 }
-
-#[test]
-fn dbg_lookup() {
-    let m = load(if_model()).unwrap();
-    eprintln!("in registry: {:?}", fuselab::ops::registry().iter().filter(|d| d.family == "control_flow").map(|d| (d.domain, d.op_type, d.since)).collect::<Vec<_>>());
-    eprintln!("opset {:?} lookup {:?}", m.opset(""), fuselab::ops::lookup("", "If", 17).map(|d| d.since));
-    for id in m.graph.node_ids() {
-        let n = m.graph.node(id);
-        eprintln!("{} dom '{}' {:?}", n.op_type, n.domain, fuselab::ops::resolve(n, 17).err());
-    }
-}
