@@ -332,6 +332,18 @@ pub fn free_names(g: &GraphProto) -> Vec<String> {
     free
 }
 
+/// A subgraph (If/Loop/Scan body) as a model of its own, under the enclosing model's opsets:
+/// the values it reads from enclosing scopes are neither inputs nor produced in it (the
+/// executor binds them by name). Types are inferred; the body is not verified.
+pub fn subgraph_model(gp: &GraphProto, outer: &ModelProto) -> Result<Model> {
+    let graph = build_graph(gp.clone())?;
+    let mut proto = outer.clone();
+    proto.graph = None;
+    let mut model = Model { graph, proto };
+    crate::ops::infer::infer_types(&mut model);
+    Ok(model)
+}
+
 fn subgraphs(attrs: &[AttributeProto]) -> impl Iterator<Item = &GraphProto> {
     attrs
         .iter()

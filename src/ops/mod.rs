@@ -35,6 +35,7 @@ pub mod attention;
 pub mod cast;
 pub mod compare;
 pub mod concat;
+pub mod control_flow;
 pub mod conv;
 pub mod elementwise;
 pub mod embed;

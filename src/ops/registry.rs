@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::{
-    arg, attention, cast, compare, concat, conv, elementwise, embed, eyelike, fused_elementwise,
-    gelu, index_ops, lanes, matmul, norm, pad, pool, quant, reduce, reduce_more, resize, rms,
-    shape_ops, slice, transformer, Attrs, Op,
+    arg, attention, cast, compare, concat, control_flow, conv, elementwise, embed, eyelike,
+    fused_elementwise, gelu, index_ops, lanes, matmul, norm, pad, pool, quant, reduce, reduce_more,
+    resize, rms, shape_ops, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -44,6 +44,10 @@ const MS: &str = MS_DOMAIN;
 
 #[rustfmt::skip]
 static OPS: &[OpDef] = &[
+    // ai.onnx: control flow, bodies run by the executor (control_flow.rs)
+    op!(ONNX, "If", 1, control_flow::If),
+    op!(ONNX, "Loop", 1, control_flow::Loop),
+    op!(ONNX, "Scan", 9, control_flow::Scan),
     // ai.onnx: elementwise math (elementwise.rs)
     op!(ONNX, "Abs", 1, elementwise::Abs),
     op!(ONNX, "Add", 1, elementwise::Add),

@@ -29,7 +29,10 @@ impl Rule for ConstantFolding {
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let node = g.node(id);
-        if !node.implicit_inputs.is_empty() || node.outputs.iter().all(|o| o.is_none()) {
+        if !node.implicit_inputs.is_empty()
+            || node.has_subgraphs()
+            || node.outputs.iter().all(|o| o.is_none())
+        {
             return Proposal::NoMatch;
         }
         if model.proto.ir_version < 4 {

@@ -31,6 +31,9 @@ struct Step<'m> {
     /// Per output: the storage type its value is declared to have, to narrow the kernel's
     /// compute-typed result to.
     narrow_to: Vec<Option<DType>>,
+    /// If/Loop/Scan: the body graphs by attribute name, as models planned (and checked) once
+    /// here and run by `control`.
+    bodies: Vec<(String, Model)>,
 }
 
 /// Hears about every node the executor runs: `before` just ahead of reading its inputs, `after`
@@ -128,7 +131,18 @@ impl<'m> Executor<'m> {
                     })
                 }
             };
-            if !node.implicit_inputs.is_empty() {
+            let is_control = node.is_onnx_domain() && super::control::is_control(&node.op_type);
+            let mut bodies = Vec::new();
+            if is_control {
+                for a in node.attributes() {
+                    if let Some(gp) = a.g.as_deref() {
+                        let body = crate::io::load::subgraph_model(gp, &model.proto)?;
+                        // Plans the body once now: an op it lacks fails here, not mid-run.
+                        Executor::new(&body, limits)?;
+                        bodies.push((a.name.clone(), body));
+                    }
+                }
+            } else if !node.implicit_inputs.is_empty() || node.has_subgraphs() {
                 return Err(Error::UnsupportedOp {
                     op_type: format!("{} with subgraphs", node.op_type),
                     domain: display_domain(&node.domain).to_string(),
@@ -153,6 +167,7 @@ impl<'m> Executor<'m> {
                 free_after: Vec::new(),
                 relabel: None,
                 narrow_to,
+                bodies,
             });
         }
         let mut last_use: HashMap<ValueId, usize> = HashMap::new();
@@ -244,6 +259,55 @@ impl<'m> Executor<'m> {
                 message: "is not an input of this graph".into(),
             });
         }
+        self.execute(slots, obs)
+    }
+
+    /// Runs this graph as a body: `formal` binds its inputs by position, `outer` the values it
+    /// reads from enclosing scopes by name (lexical scoping: a name the body defines itself
+    /// hides the outer one). Returns the body's outputs in order.
+    pub(super) fn run_body(
+        &self,
+        formal: Vec<Tensor>,
+        outer: &HashMap<&str, &Tensor>,
+    ) -> Result<Vec<Tensor>> {
+        let g = &self.model.graph;
+        if formal.len() != g.inputs.len() {
+            return Err(Error::Other(format!(
+                "body '{}' takes {} inputs, {} given",
+                g.name,
+                g.inputs.len(),
+                formal.len()
+            )));
+        }
+        let mut slots: Vec<Slot> = (0..g.value_count()).map(|_| Slot::Empty).collect();
+        for (i, c) in self.constants.iter().enumerate() {
+            if let Some(t) = c {
+                slots[i] = Slot::Borrowed(t);
+            }
+        }
+        for (name, t) in outer {
+            if let Some(v) = g.find(name) {
+                if g.producer(v).is_none() && matches!(slots[v.0 as usize], Slot::Empty) {
+                    slots[v.0 as usize] = Slot::Borrowed(t);
+                }
+            }
+        }
+        for (&id, t) in g.inputs.iter().zip(formal) {
+            slots[id.0 as usize] = Slot::Owned(t);
+        }
+        Ok(self
+            .execute(slots, &mut NoObserver)?
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect())
+    }
+
+    fn execute<'a, O: StepObserver>(
+        &'a self,
+        mut slots: Vec<Slot<'a>>,
+        obs: &mut O,
+    ) -> Result<Vec<(String, Tensor)>> {
+        let g = &self.model.graph;
         for step in &self.steps {
             obs.before(step.node);
             let node = g.node(step.node);
@@ -286,7 +350,21 @@ impl<'m> Executor<'m> {
                 }
                 _ => None,
             };
-            let outs = if let Some((shape_of, v)) = movable {
+            let outs = if !step.bodies.is_empty() {
+                let mut outer: HashMap<&str, &Tensor> = HashMap::new();
+                for &v in &node.implicit_inputs {
+                    match slots[v.0 as usize].get() {
+                        Some(t) => outer.insert(g.name(v), t),
+                        None => {
+                            return Err(kernel_err(format!(
+                                "'{}', read by a body, has no value",
+                                g.name(v)
+                            )))
+                        }
+                    };
+                }
+                super::control::run(&ctx, &step.bodies, &args, &outer)?
+            } else if let Some((shape_of, v)) = movable {
                 let shape = shape_of(&ctx, &args).map_err(kernel_err)?;
                 drop(args);
                 let Slot::Owned(t) = std::mem::replace(&mut slots[v.0 as usize], Slot::Empty)

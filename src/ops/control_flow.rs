@@ -1,0 +1,220 @@
+//! Control flow: If, Loop and Scan. Their bodies are graph attributes that the reference
+//! executor plans and runs itself (`runtime::reference::control`); here are their typed
+//! attributes and their output types, read off the bodies' declared outputs.
+//!
+//! | op | versions | attributes (default) | inputs -> outputs |
+//! |---|---|---|---|
+//! | If | 1, 11, 13, 16, 19, 21 | `then_branch`, `else_branch` (graphs, required) | bool cond (1 element) -> the chosen branch's outputs (shapes may differ between branches) |
+//! | Loop | 1, 11, 13, 16, 19, 21 | `body` (graph, required) | M (int64, optional), cond (bool, optional), N carried -> N final carried + K scan outputs stacked on a new axis 0 |
+//! | Scan | 9, 11, 16, 19, 21 | `body`, `num_scan_inputs` (required), `scan_input_axes`/`scan_output_axes` (0s), `scan_input_directions`/`scan_output_directions` (0s: forward) | N states + M scan inputs -> N final states + K scan outputs |
+//!
+//! Version changes: If 11 lets branches' shapes differ; 13/16/19/21 only add types (optional
+//! and sequence types are not held here). Loop 11 makes the trip count and cond inputs' shapes
+//! scalar-or-[1]; later versions add types. Scan 8 (batched, with `sequence_lens`) is not
+//! covered; 11 allows negative axes.
+//! The kernel below is never called by the executor (which runs the bodies); it refuses.
+
+use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
+use crate::ir::{Dim, TensorType};
+use crate::onnx::proto::GraphProto;
+use crate::tensor::Tensor;
+
+type P = Result<Box<dyn Op>, String>;
+
+/// The graph held by attribute `name`, if any.
+pub fn graph_attr<'a>(cx_node: &'a crate::ir::Node, name: &str) -> Option<&'a GraphProto> {
+    cx_node
+        .attributes()
+        .iter()
+        .find(|a| a.name == name)
+        .and_then(|a| a.g.as_deref())
+}
+
+fn require(a: &Attrs, op: &str, name: &str) -> Result<(), String> {
+    if a.has(name) {
+        Ok(())
+    } else {
+        Err(format!("{op}: attribute '{name}' (a graph) is missing"))
+    }
+}
+
+/// The declared output types of a body graph.
+fn body_outputs(g: Option<&GraphProto>) -> Vec<TensorType> {
+    g.map(|g| {
+        g.output
+            .iter()
+            .map(|o| {
+                o.r#type
+                    .as_ref()
+                    .map(TensorType::from_proto)
+                    .unwrap_or_default()
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// What two branches agree on: the type when both declare the same, dims that are equal.
+fn merge(a: &TensorType, b: &TensorType) -> TensorType {
+    let dtype = if a.dtype == b.dtype { a.dtype } else { None };
+    let shape = match (&a.shape, &b.shape) {
+        (Some(x), Some(y)) if x.len() == y.len() => Some(
+            x.iter()
+                .zip(y)
+                .map(|(p, q)| if p == q { p.clone() } else { Dim::Unknown })
+                .collect(),
+        ),
+        _ => None,
+    };
+    TensorType { dtype, shape }
+}
+
+/// `t` with an unknown dim inserted at `axis` (a stacked scan output); unknown shape when the
+/// axis does not fit.
+fn stacked(t: &TensorType, axis: i64) -> TensorType {
+    let shape = t.shape.as_ref().and_then(|s| {
+        let rank = s.len() as i64 + 1;
+        let ax = if axis < 0 { axis + rank } else { axis };
+        (0..rank).contains(&ax).then(|| {
+            let mut s = s.clone();
+            s.insert(ax as usize, Dim::Unknown);
+            s
+        })
+    });
+    TensorType {
+        dtype: t.dtype,
+        shape,
+    }
+}
+
+fn refuse(_: &KernelCtx, _: &[Option<&Tensor>]) -> KernelResult {
+    Err("control flow runs only inside the reference executor".into())
+}
+
+#[derive(Debug)]
+pub struct If;
+
+impl If {
+    pub fn parse(a: &Attrs) -> P {
+        require(a, "If", "then_branch")?;
+        require(a, "If", "else_branch")?;
+        Ok(Box::new(If))
+    }
+}
+
+impl Op for If {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        let t = body_outputs(graph_attr(cx.node, "then_branch"));
+        let e = body_outputs(graph_attr(cx.node, "else_branch"));
+        (0..cx.node.outputs.len())
+            .map(|i| match (t.get(i), e.get(i)) {
+                (Some(a), Some(b)) => merge(a, b),
+                _ => TensorType::default(),
+            })
+            .collect()
+    }
+    fn kernel(&self) -> Kernel {
+        refuse
+    }
+    fn any_element_type(&self) -> bool {
+        true
+    }
+}
+
+#[derive(Debug)]
+pub struct Loop;
+
+impl Loop {
+    pub fn parse(a: &Attrs) -> P {
+        require(a, "Loop", "body")?;
+        Ok(Box::new(Loop))
+    }
+}
+
+impl Op for Loop {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        let body = body_outputs(graph_attr(cx.node, "body"));
+        let n = cx.node.inputs.len().saturating_sub(2);
+        (0..cx.node.outputs.len())
+            .map(|i| match body.get(i + 1) {
+                // Carried values may change shape from one iteration to the next.
+                Some(t) if i < n => TensorType {
+                    dtype: t.dtype,
+                    shape: None,
+                },
+                Some(t) => stacked(t, 0),
+                None => TensorType::default(),
+            })
+            .collect()
+    }
+    fn kernel(&self) -> Kernel {
+        refuse
+    }
+    fn any_element_type(&self) -> bool {
+        true
+    }
+}
+
+#[derive(Debug)]
+pub struct Scan {
+    pub num_scan_inputs: usize,
+    pub input_axes: Vec<i64>,
+    pub input_directions: Vec<i64>,
+    pub output_axes: Vec<i64>,
+    pub output_directions: Vec<i64>,
+}
+
+impl Scan {
+    pub fn parse(a: &Attrs) -> P {
+        require(a, "Scan", "body")?;
+        let m = a
+            .opt_int("num_scan_inputs")?
+            .ok_or("Scan: attribute 'num_scan_inputs' is missing")?;
+        let m = usize::try_from(m)
+            .ok()
+            .filter(|&m| m >= 1)
+            .ok_or(format!("Scan: num_scan_inputs is {m}, at least 1 expected"))?;
+        let list = |name: &str, len: Option<usize>| -> Result<Vec<i64>, String> {
+            let v = a.ints(name)?.unwrap_or_default();
+            if let Some(len) = len {
+                if !v.is_empty() && v.len() != len {
+                    return Err(format!(
+                        "Scan: '{name}' has {} entries, {len} expected",
+                        v.len()
+                    ));
+                }
+            }
+            if name.ends_with("directions") && v.iter().any(|&d| d != 0 && d != 1) {
+                return Err(format!("Scan: '{name}' holds a value other than 0 or 1"));
+            }
+            Ok(v)
+        };
+        Ok(Box::new(Scan {
+            num_scan_inputs: m,
+            input_axes: list("scan_input_axes", Some(m))?,
+            input_directions: list("scan_input_directions", Some(m))?,
+            output_axes: list("scan_output_axes", None)?,
+            output_directions: list("scan_output_directions", None)?,
+        }))
+    }
+}
+
+impl Op for Scan {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        let body = body_outputs(graph_attr(cx.node, "body"));
+        let n = cx.node.inputs.len().saturating_sub(self.num_scan_inputs);
+        (0..cx.node.outputs.len())
+            .map(|i| match body.get(i) {
+                Some(t) if i < n => t.clone(),
+                Some(t) => stacked(t, self.output_axes.get(i - n).copied().unwrap_or(0)),
+                None => TensorType::default(),
+            })
+            .collect()
+    }
+    fn kernel(&self) -> Kernel {
+        refuse
+    }
+    fn any_element_type(&self) -> bool {
+        true
+    }
+}
