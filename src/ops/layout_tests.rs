@@ -1,0 +1,2 @@
+use super::super::common::test_util::*;
+use super::*;
