@@ -125,7 +125,11 @@ impl Iterator for Strided {
 
 /// `i` as a position on axis `axis` of `n` entries (negative counts from the end).
 pub(super) fn norm_index(op: &str, i: i64, axis: usize, n: usize) -> Result<usize, String> {
-    let j = if i < 0 { i.checked_add(n as i64) } else { Some(i) };
+    let j = if i < 0 {
+        i.checked_add(n as i64)
+    } else {
+        Some(i)
+    };
     j.and_then(|j| usize::try_from(j).ok())
         .filter(|&j| j < n)
         .ok_or_else(|| {
@@ -334,8 +338,8 @@ fn element_offsets(
     }
     let axis = norm_axis(op, axis, dims.len())?;
     let ishape = idx_t.shape();
-    let fits = ishape.len() == dims.len()
-        && (0..dims.len()).all(|d| d == axis || ishape[d] <= dims[d]);
+    let fits =
+        ishape.len() == dims.len() && (0..dims.len()).all(|d| d == axis || ishape[d] <= dims[d]);
     if !fits {
         return Err(format!(
             "{op}: indices of shape {ishape:?} do not fit data of shape {dims:?} (same rank, \

@@ -162,7 +162,11 @@ pub struct DepthToSpace(pub Blocks);
 
 impl DepthToSpace {
     pub fn parse(a: &Attrs) -> P {
-        Ok(Box::new(DepthToSpace(Blocks::parse("DepthToSpace", a, 11)?)))
+        Ok(Box::new(DepthToSpace(Blocks::parse(
+            "DepthToSpace",
+            a,
+            11,
+        )?)))
     }
 }
 
@@ -181,7 +185,11 @@ pub struct SpaceToDepth(pub Blocks);
 
 impl SpaceToDepth {
     pub fn parse(a: &Attrs) -> P {
-        Ok(Box::new(SpaceToDepth(Blocks::parse("SpaceToDepth", a, 28)?)))
+        Ok(Box::new(SpaceToDepth(Blocks::parse(
+            "SpaceToDepth",
+            a,
+            28,
+        )?)))
     }
 }
 
@@ -313,9 +321,7 @@ fn permute6(
     let shape: Vec<usize> = perm.iter().map(|&p| tmp[p]).collect();
     let step: Vec<usize> = perm.iter().map(|&p| st[p]).collect();
     let mut starts = Strided::new(&shape, &step);
-    Ok(vec![
-        map_tensor!(x, a => take(op, a, &mut starts, 1, out)?),
-    ])
+    Ok(vec![map_tensor!(x, a => take(op, a, &mut starts, 1, out)?)])
 }
 
 /// DepthToSpace (1-28): channel blocks of bs² moved into bs x bs spatial blocks.
@@ -331,7 +337,12 @@ pub fn depth_to_space(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResu
         ));
     }
     let c2 = c / sq;
-    let too_big = || format!("{OP}: blocksize {bs} is too large for input {:?}", x.shape());
+    let too_big = || {
+        format!(
+            "{OP}: blocksize {bs} is too large for input {:?}",
+            x.shape()
+        )
+    };
     let (h2, w2) = (
         h.checked_mul(bs).ok_or_else(too_big)?,
         w.checked_mul(bs).ok_or_else(too_big)?,
@@ -358,7 +369,12 @@ pub fn space_to_depth(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResu
     let c2 = c
         .checked_mul(bs)
         .and_then(|v| v.checked_mul(bs))
-        .ok_or_else(|| format!("{OP}: blocksize {bs} is too large for input {:?}", x.shape()))?;
+        .ok_or_else(|| {
+            format!(
+                "{OP}: blocksize {bs} is too large for input {:?}",
+                x.shape()
+            )
+        })?;
     let tmp = [n, c, h / bs, bs, w / bs, bs];
     let perm = if crd {
         [0, 1, 3, 5, 2, 4]

@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 
 use super::{
     attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise,
-    gather_scatter, gelu, index_ops, layout, matmul, reduce, select, shape_ops, slice,
-    transformer, Attrs, Op,
+    gather_scatter, gelu, index_ops, layout, matmul, reduce, select, shape_ops, slice, transformer,
+    Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 

@@ -283,8 +283,7 @@ pub fn compress(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 /// `a` before `b` in Unique's order: numbers ascending, NaN after every number, NaNs equal.
 #[allow(clippy::eq_op)]
 fn total_cmp<T: PartialOrd>(a: &T, b: &T) -> Ordering {
-    a.partial_cmp(b)
-        .unwrap_or_else(|| (a != a).cmp(&(b != b)))
+    a.partial_cmp(b).unwrap_or_else(|| (a != a).cmp(&(b != b)))
 }
 
 /// Unique's grouping of the `n` subtensors (row r: element j = o * inner + i at
@@ -358,9 +357,13 @@ pub fn unique(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let at = ctx.attrs::<Unique>()?;
     let dims = x.shape();
     if at.axis.is_some() && dims.is_empty() {
-        return Err(format!("{OP}: input must have rank >= 1 with an axis, got a scalar"));
+        return Err(format!(
+            "{OP}: input must have rank >= 1 with an axis, got a scalar"
+        ));
     }
     let split = split_at_axis(OP, dims, at.axis)?;
+    // inverse_indices (int64, one per subtensor) bounds the grouping's own working memory.
+    check_out(ctx, OP, &[split[1]], 64)?;
     let g = with_tensor!(x, a => group_rows(OP, a, split, at.sorted)?);
     let [outer, n, inner] = split;
     let shape = kept_shape(dims, at.axis, g.first.len());
@@ -381,9 +384,9 @@ pub fn one_hot(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     if idx_t.dtype() == DType::BOOL || depth_t.dtype() == DType::BOOL {
         return Err(format!("{OP}: indices and depth must be numbers, not bool"));
     }
-    let depth = match depth_t.to_f64_vec().as_slice() {
-        &[d] if d >= 0.0 && d.fract() == 0.0 && d < (1u64 << 53) as f64 => d as usize,
-        &[d] => return Err(format!("{OP}: depth must be a whole number >= 0, got {d}")),
+    let depth = match *depth_t.to_f64_vec().as_slice() {
+        [d] if d >= 0.0 && d.fract() == 0.0 && d < (1u64 << 53) as f64 => d as usize,
+        [d] => return Err(format!("{OP}: depth must be a whole number >= 0, got {d}")),
         _ => {
             return Err(format!(
                 "{OP}: depth must hold one number, got shape {:?}",
@@ -415,12 +418,20 @@ pub fn one_hot(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         .iter()
         .enumerate()
         .filter_map(|(k, &v)| {
-            let v = if v < 0.0 && at.wrap_negative { v + d } else { v };
+            let v = if v < 0.0 && at.wrap_negative {
+                v + d
+            } else {
+                v
+            };
             (v >= 0.0 && v < d && v.fract() == 0.0)
                 .then(|| ((k / inner) * depth + v as usize) * inner + k % inner)
         })
         .collect();
-    fn fill<T: Copy>(vals: &ArrayD<T>, hits: &[usize], shape: &[usize]) -> Result<ArrayD<T>, String> {
+    fn fill<T: Copy>(
+        vals: &ArrayD<T>,
+        hits: &[usize],
+        shape: &[usize],
+    ) -> Result<ArrayD<T>, String> {
         let v: Vec<T> = vals.iter().copied().collect();
         let mut out = vec![v[0]; shape.iter().product()];
         for &h in hits {
