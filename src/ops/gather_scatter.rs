@@ -36,12 +36,23 @@ type P = Result<Box<dyn Op>, String>;
 // ---------------------------------------------------------------------------------------------
 // Shared movement primitives
 
-/// Copies `run` consecutive elements of `a` (row-major) from each offset `starts` yields, in
+/// Where `take` reads its runs from.
+pub(super) enum Starts<'a> {
+    /// Listed offsets.
+    List(&'a [usize]),
+    /// The offsets of a strided walk (shape, strides; see `Strided`); the last axis runs as a
+    /// tight loop.
+    Walk(&'a [usize], &'a [usize]),
+    /// Offsets computed on the fly.
+    Iter(&'a mut dyn Iterator<Item = usize>),
+}
+
+/// Copies `run` consecutive elements of `a` (row-major) from each offset `starts` gives, in
 /// order, into a new array of `shape` (whose size the caller has checked).
 pub(super) fn take<T: Copy>(
     op: &str,
     a: &ArrayD<T>,
-    starts: &mut dyn Iterator<Item = usize>,
+    starts: Starts,
     run: usize,
     shape: &[usize],
 ) -> Result<ArrayD<T>, String> {
@@ -52,12 +63,27 @@ pub(super) fn take<T: Copy>(
         let src = a
             .as_slice()
             .ok_or_else(|| format!("{op}: input is not contiguous"))?;
-        for s in starts.take(n / run) {
-            let part = s
-                .checked_add(run)
-                .and_then(|e| src.get(s..e))
-                .ok_or_else(|| format!("{op}: internal: offset {s} past the input"))?;
-            v.extend_from_slice(part);
+        let past = |s: usize| format!("{op}: internal: offset {s} past the input");
+        let mut copy = |s: usize| -> Result<(), String> {
+            if run == 1 {
+                v.push(*src.get(s).ok_or_else(|| past(s))?);
+            } else {
+                let part = s.checked_add(run).and_then(|e| src.get(s..e));
+                v.extend_from_slice(part.ok_or_else(|| past(s))?);
+            }
+            Ok(())
+        };
+        match starts {
+            Starts::List(l) => l.iter().try_for_each(|&s| copy(s))?,
+            Starts::Iter(it) => it.take(n / run).try_for_each(copy)?,
+            Starts::Walk(shape, strides) => {
+                let r = shape.len().saturating_sub(1);
+                let (len, step) = (shape.get(r).copied(), strides.get(r).copied());
+                let (len, step) = (len.unwrap_or(1), step.unwrap_or(0));
+                for base in Strided::new(&shape[..r], &strides[..r]) {
+                    (0..len).try_for_each(|j| copy(base + j * step))?;
+                }
+            }
         }
     }
     ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| format!("{op}: {e}"))
@@ -350,10 +376,22 @@ fn element_offsets(
     let strides = strides_of(dims);
     let mut walk = strides.clone();
     walk[axis] = 0;
-    Strided::new(ishape, &walk)
-        .zip(&raw)
-        .map(|(base, &i)| Ok(base + norm_index(op, i, axis, dims[axis])? * strides[axis]))
-        .collect()
+    let (n, step) = (dims[axis], strides[axis]);
+    // The last axis as a tight loop over the outer positions of the walk.
+    let r = ishape.len() - 1;
+    let mut out = Vec::with_capacity(raw.len());
+    let mut idx = raw.iter();
+    for base in Strided::new(&ishape[..r], &walk[..r]) {
+        for j in 0..ishape[r] {
+            let i = idx.next().copied().unwrap_or_default();
+            let k = if i < 0 { i.wrapping_add(n as i64) } else { i };
+            if !(0..n as i64).contains(&k) {
+                return Err(norm_index(op, i, axis, n).err().unwrap_or_default());
+            }
+            out.push(base + j * walk[r] + k as usize * step);
+        }
+    }
+    Ok(out)
 }
 
 /// GatherElements (11, 13): out[p] = data[p with p[axis] replaced by indices[p]].
@@ -366,7 +404,7 @@ pub fn gather_elements(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelRes
     let shape = idx_t.shape();
     check_out(ctx, OP, shape, bits(data.dtype()))?;
     Ok(vec![
-        map_tensor!(data, a => take(OP, a, &mut offsets.iter().copied(), 1, shape)?),
+        map_tensor!(data, a => take(OP, a, Starts::List(&offsets), 1, shape)?),
     ])
 }
 
@@ -430,7 +468,7 @@ pub fn gather_nd(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let shape = [&ishape[..ishape.len() - 1], &data.shape()[b + k..]].concat();
     check_out(ctx, OP, &shape, bits(data.dtype()))?;
     Ok(vec![
-        map_tensor!(data, a => take(OP, a, &mut offsets.iter().copied(), run, &shape)?),
+        map_tensor!(data, a => take(OP, a, Starts::List(&offsets), run, &shape)?),
     ])
 }
 

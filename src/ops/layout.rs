@@ -22,7 +22,7 @@
 use ndarray::ArrayD;
 
 use super::common::{bits, check_out, input, int_list, map_tensor};
-use super::gather_scatter::{index_values, strides_of, take, Strided};
+use super::gather_scatter::{index_values, strides_of, take, Starts};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::tensor::{DType, Tensor};
@@ -238,9 +238,8 @@ pub fn tile(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         }
     }
     let run = dims.last().copied().unwrap_or(1);
-    let mut starts = Strided::new(&walk, &step);
     Ok(vec![
-        map_tensor!(x, a => take(OP, a, &mut starts, run, &out)?),
+        map_tensor!(x, a => take(OP, a, Starts::Walk(&walk, &step), run, &out)?),
     ])
 }
 
@@ -296,7 +295,7 @@ pub fn reverse_sequence(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelRe
         src * inner
     });
     Ok(vec![
-        map_tensor!(x, a => take(OP, a, &mut starts, inner, dims)?),
+        map_tensor!(x, a => take(OP, a, Starts::Iter(&mut starts), inner, dims)?),
     ])
 }
 
@@ -320,8 +319,9 @@ fn permute6(
     let st = strides_of(&tmp);
     let shape: Vec<usize> = perm.iter().map(|&p| tmp[p]).collect();
     let step: Vec<usize> = perm.iter().map(|&p| st[p]).collect();
-    let mut starts = Strided::new(&shape, &step);
-    Ok(vec![map_tensor!(x, a => take(op, a, &mut starts, 1, out)?)])
+    Ok(vec![
+        map_tensor!(x, a => take(op, a, Starts::Walk(&shape, &step), 1, out)?),
+    ])
 }
 
 /// DepthToSpace (1-28): channel blocks of bs² moved into bs x bs spatial blocks.

@@ -26,7 +26,7 @@ use std::cmp::Ordering;
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{bits, check_out, input, map_tensor, norm_axis};
-use super::gather_scatter::take;
+use super::gather_scatter::{take, Starts};
 use super::infer::{const_scalar_f64, dim_product, norm_axis as infer_axis};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
@@ -276,7 +276,7 @@ pub fn compress(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     check_out(ctx, OP, &shape, bits(x.dtype()))?;
     let mut starts = (0..outer).flat_map(|o| kept.iter().map(move |&i| (o * n + i) * inner));
     Ok(vec![
-        map_tensor!(x, a => take(OP, a, &mut starts, inner, &shape)?),
+        map_tensor!(x, a => take(OP, a, Starts::Iter(&mut starts), inner, &shape)?),
     ])
 }
 
@@ -369,7 +369,7 @@ pub fn unique(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let shape = kept_shape(dims, at.axis, g.first.len());
     check_out(ctx, OP, &shape, bits(x.dtype()))?;
     let mut starts = (0..outer).flat_map(|o| g.first.iter().map(move |&r| (o * n + r) * inner));
-    let y = map_tensor!(x, a => take(OP, a, &mut starts, inner, &shape)?);
+    let y = map_tensor!(x, a => take(OP, a, Starts::Iter(&mut starts), inner, &shape)?);
     let ints = |v: &[usize]| Tensor::from_i64s(&v.iter().map(|&k| k as i64).collect::<Vec<_>>());
     Ok(vec![y, ints(&g.first), ints(&g.inverse), ints(&g.counts)])
 }
