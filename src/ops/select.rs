@@ -386,7 +386,11 @@ pub fn one_hot(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     }
     let depth = match *depth_t.to_f64_vec().as_slice() {
         [d] if d >= 0.0 && d.fract() == 0.0 && d < (1u64 << 53) as f64 => d as usize,
-        [d] => return Err(format!("{OP}: depth must be a whole number >= 0, got {d}")),
+        [d] => {
+            return Err(format!(
+                "{OP}: depth must be a whole number in [0, 2^53), got {d}"
+            ))
+        }
         _ => {
             return Err(format!(
                 "{OP}: depth must hold one number, got shape {:?}",
