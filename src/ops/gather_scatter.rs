@@ -89,6 +89,18 @@ pub(super) fn take<T: Copy>(
     ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| format!("{op}: {e}"))
 }
 
+/// `take` on a tensor of any element type (the one place the data-movement kernels dispatch
+/// on it).
+pub(super) fn take_tensor(
+    op: &str,
+    t: &Tensor,
+    starts: Starts,
+    run: usize,
+    shape: &[usize],
+) -> Result<Tensor, String> {
+    Ok(map_tensor!(t, a => take(op, a, starts, run, shape)?))
+}
+
 /// Row-major strides of `dims` (in elements).
 pub(super) fn strides_of(dims: &[usize]) -> Vec<usize> {
     let mut s = vec![1; dims.len()];
@@ -403,9 +415,13 @@ pub fn gather_elements(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelRes
     let offsets = element_offsets(OP, data.shape(), idx_t, axis)?;
     let shape = idx_t.shape();
     check_out(ctx, OP, shape, bits(data.dtype()))?;
-    Ok(vec![
-        map_tensor!(data, a => take(OP, a, Starts::List(&offsets), 1, shape)?),
-    ])
+    Ok(vec![take_tensor(
+        OP,
+        data,
+        Starts::List(&offsets),
+        1,
+        shape,
+    )?])
 }
 
 /// For GatherND and ScatterND: the data offset of each index tuple (indices' last axis) and the
@@ -467,9 +483,13 @@ pub fn gather_nd(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let k = ishape[ishape.len() - 1];
     let shape = [&ishape[..ishape.len() - 1], &data.shape()[b + k..]].concat();
     check_out(ctx, OP, &shape, bits(data.dtype()))?;
-    Ok(vec![
-        map_tensor!(data, a => take(OP, a, Starts::List(&offsets), run, &shape)?),
-    ])
+    Ok(vec![take_tensor(
+        OP,
+        data,
+        Starts::List(&offsets),
+        run,
+        &shape,
+    )?])
 }
 
 /// The element operations a scatter reduction needs (bool: add is `or`, mul is `and`).

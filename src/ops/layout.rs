@@ -21,8 +21,8 @@
 
 use ndarray::ArrayD;
 
-use super::common::{bits, check_out, input, int_list, map_tensor};
-use super::gather_scatter::{index_values, strides_of, take, Starts};
+use super::common::{bits, check_out, input, int_list};
+use super::gather_scatter::{index_values, strides_of, take_tensor, Starts};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::tensor::{DType, Tensor};
@@ -238,9 +238,13 @@ pub fn tile(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         }
     }
     let run = dims.last().copied().unwrap_or(1);
-    Ok(vec![
-        map_tensor!(x, a => take(OP, a, Starts::Walk(&walk, &step), run, &out)?),
-    ])
+    Ok(vec![take_tensor(
+        OP,
+        x,
+        Starts::Walk(&walk, &step),
+        run,
+        &out,
+    )?])
 }
 
 /// Size (1-25): the element count as an int64 scalar.
@@ -294,9 +298,13 @@ pub fn reverse_sequence(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelRe
         };
         src * inner
     });
-    Ok(vec![
-        map_tensor!(x, a => take(OP, a, Starts::Iter(&mut starts), inner, dims)?),
-    ])
+    Ok(vec![take_tensor(
+        OP,
+        x,
+        Starts::Iter(&mut starts),
+        inner,
+        dims,
+    )?])
 }
 
 /// The [N, C, H, W] dims of a DepthToSpace/SpaceToDepth input.
@@ -319,9 +327,13 @@ fn permute6(
     let st = strides_of(&tmp);
     let shape: Vec<usize> = perm.iter().map(|&p| tmp[p]).collect();
     let step: Vec<usize> = perm.iter().map(|&p| st[p]).collect();
-    Ok(vec![
-        map_tensor!(x, a => take(op, a, Starts::Walk(&shape, &step), 1, out)?),
-    ])
+    Ok(vec![take_tensor(
+        op,
+        x,
+        Starts::Walk(&shape, &step),
+        1,
+        out,
+    )?])
 }
 
 /// DepthToSpace (1-28): channel blocks of bs² moved into bs x bs spatial blocks.

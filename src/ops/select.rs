@@ -25,8 +25,8 @@ use std::cmp::Ordering;
 
 use ndarray::{ArrayD, IxDyn};
 
-use super::common::{bits, check_out, input, map_tensor, norm_axis};
-use super::gather_scatter::{take, Starts};
+use super::common::{bits, check_out, input, norm_axis};
+use super::gather_scatter::{take_tensor, Starts};
 use super::infer::{const_scalar_f64, dim_product, norm_axis as infer_axis};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
@@ -181,9 +181,11 @@ impl Op for OneHot {
     }
 }
 
-/// Non-zero (true, NaN included).
-fn is_set<T: PartialEq + Default>(v: &T) -> bool {
-    *v != T::default()
+/// The row-major positions of the non-zero (true, NaN) elements.
+fn set_positions<T: PartialEq + Default>(a: &ArrayD<T>) -> Vec<usize> {
+    let zero = T::default();
+    let set = a.iter().enumerate().filter(|(_, v)| **v != zero);
+    set.map(|(k, _)| k).collect()
 }
 
 /// NonZero (9, 13): the coordinates of the non-zero elements, one column each.
@@ -191,22 +193,16 @@ pub fn non_zero(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "NonZero";
     let x = input(OP, inputs, 0)?;
     let dims = x.shape();
-    let count = with_tensor!(x, a => a.iter().filter(|v| is_set(*v)).count());
-    let rank = dims.len();
+    // The flat positions of the non-zero elements (at most the input's size), then the output
+    // checked against the limits before it is allocated.
+    let hits: Vec<usize> = with_tensor!(x, a => set_positions(a));
+    let (rank, count) = (dims.len(), hits.len());
     check_out(ctx, OP, &[rank, count], 64)?;
     let mut out = vec![0i64; rank * count];
-    if rank > 0 {
-        let hits: Vec<usize> = with_tensor!(x, a => a
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| is_set(*v))
-            .map(|(k, _)| k)
-            .collect());
-        for (j, mut k) in hits.into_iter().enumerate() {
-            for d in (0..rank).rev() {
-                out[d * count + j] = (k % dims[d]) as i64;
-                k /= dims[d];
-            }
+    for (j, mut k) in hits.into_iter().enumerate() {
+        for d in (0..rank).rev() {
+            out[d * count + j] = (k % dims[d]) as i64;
+            k /= dims[d];
         }
     }
     let y = ArrayD::from_shape_vec(IxDyn(&[rank, count]), out).map_err(|e| format!("{OP}: {e}"))?;
@@ -275,9 +271,13 @@ pub fn compress(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let shape = kept_shape(dims, axis, kept.len());
     check_out(ctx, OP, &shape, bits(x.dtype()))?;
     let mut starts = (0..outer).flat_map(|o| kept.iter().map(move |&i| (o * n + i) * inner));
-    Ok(vec![
-        map_tensor!(x, a => take(OP, a, Starts::Iter(&mut starts), inner, &shape)?),
-    ])
+    Ok(vec![take_tensor(
+        OP,
+        x,
+        Starts::Iter(&mut starts),
+        inner,
+        &shape,
+    )?])
 }
 
 /// `a` before `b` in Unique's order: numbers ascending, NaN after every number, NaNs equal.
@@ -286,14 +286,58 @@ fn total_cmp<T: PartialOrd>(a: &T, b: &T) -> Ordering {
     a.partial_cmp(b).unwrap_or_else(|| (a != a).cmp(&(b != b)))
 }
 
-/// Unique's grouping of the `n` subtensors (row r: element j = o * inner + i at
-/// (o * n + r) * inner + i): each group's first row, each row's group, each group's size.
+/// Unique's grouping of rows `0..n`: each group's first row, each row's group, each group's
+/// size.
 struct Groups {
     first: Vec<usize>,
     inverse: Vec<usize>,
     counts: Vec<usize>,
 }
 
+/// Groups rows `0..n` that `cmp` calls equal, in `cmp`'s ascending order (`sorted`) or in order
+/// of first occurrence. Not generic: one sort serves every element type.
+fn group(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering, sorted: bool) -> Groups {
+    // A stable sort keeps each group's rows in input order: its first is its first occurrence.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&p, &q| cmp(p, q));
+    let mut group_of = vec![0usize; n];
+    let (mut first, mut counts) = (Vec::new(), Vec::new());
+    for (pos, &r) in order.iter().enumerate() {
+        if pos == 0 || cmp(order[pos - 1], r) != Ordering::Equal {
+            first.push(r);
+            counts.push(0);
+        }
+        group_of[r] = first.len() - 1;
+        if let Some(c) = counts.last_mut() {
+            *c += 1;
+        }
+    }
+    if sorted {
+        return Groups {
+            first,
+            inverse: group_of,
+            counts,
+        };
+    }
+    // Renumber the groups as the rows first meet them.
+    let mut rank = vec![usize::MAX; first.len()];
+    let (mut first2, mut counts2) = (Vec::with_capacity(first.len()), Vec::new());
+    for (r, &g) in group_of.iter().enumerate() {
+        if rank[g] == usize::MAX {
+            rank[g] = first2.len();
+            first2.push(r);
+            counts2.push(counts[g]);
+        }
+    }
+    Groups {
+        first: first2,
+        inverse: group_of.iter().map(|&g| rank[g]).collect(),
+        counts: counts2,
+    }
+}
+
+/// `group` over the `n` subtensors of `a` split as (outer, n, inner): row r's element
+/// j = o * inner + i sits at (o * n + r) * inner + i.
 fn group_rows<T: PartialOrd + Copy>(
     op: &str,
     a: &ArrayD<T>,
@@ -316,37 +360,7 @@ fn group_rows<T: PartialOrd + Copy>(
         }
         Ordering::Equal
     };
-    // A stable sort keeps each group's rows in input order: its first is its first occurrence.
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&p, &q| cmp_rows(p, q));
-    let mut group_of = vec![0usize; n];
-    let (mut first, mut counts) = (Vec::new(), Vec::new());
-    for (pos, &r) in order.iter().enumerate() {
-        if pos == 0 || cmp_rows(order[pos - 1], r) != Ordering::Equal {
-            first.push(r);
-            counts.push(0);
-        }
-        group_of[r] = first.len() - 1;
-        if let Some(c) = counts.last_mut() {
-            *c += 1;
-        }
-    }
-    // Unsorted: groups in order of first occurrence.
-    let mut rank: Vec<usize> = (0..first.len()).collect();
-    if !sorted {
-        let mut by_first: Vec<usize> = (0..first.len()).collect();
-        by_first.sort_by_key(|&g| first[g]);
-        for (new, &g) in by_first.iter().enumerate() {
-            rank[g] = new;
-        }
-        first = by_first.iter().map(|&g| first[g]).collect();
-        counts = by_first.iter().map(|&g| counts[g]).collect();
-    }
-    Ok(Groups {
-        first,
-        inverse: group_of.iter().map(|&g| rank[g]).collect(),
-        counts,
-    })
+    Ok(group(n, &cmp_rows, sorted))
 }
 
 /// Unique (11, 28): the distinct elements (or subtensors along `axis`), the first occurrence of
@@ -369,7 +383,7 @@ pub fn unique(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let shape = kept_shape(dims, at.axis, g.first.len());
     check_out(ctx, OP, &shape, bits(x.dtype()))?;
     let mut starts = (0..outer).flat_map(|o| g.first.iter().map(move |&r| (o * n + r) * inner));
-    let y = map_tensor!(x, a => take(OP, a, Starts::Iter(&mut starts), inner, &shape)?);
+    let y = take_tensor(OP, x, Starts::Iter(&mut starts), inner, &shape)?;
     let ints = |v: &[usize]| Tensor::from_i64s(&v.iter().map(|&k| k as i64).collect::<Vec<_>>());
     Ok(vec![y, ints(&g.first), ints(&g.inverse), ints(&g.counts)])
 }
@@ -415,37 +429,38 @@ pub fn one_hot(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let mut shape = dims.to_vec();
     shape.insert(axis, depth);
     check_out(ctx, OP, &shape, bits(values.dtype()))?;
-    let inner: usize = dims[axis..].iter().product();
+    let (outer, inner): (usize, usize) =
+        (dims[..axis].iter().product(), dims[axis..].iter().product());
+    // Each index's position on the depth axis (usize::MAX: none, all off).
     let d = depth as f64;
-    let hits: Vec<usize> = idx_t
+    let hot: Vec<usize> = idx_t
         .to_f64_vec()
         .iter()
-        .enumerate()
-        .filter_map(|(k, &v)| {
+        .map(|&v| {
             let v = if v < 0.0 && at.wrap_negative {
                 v + d
             } else {
                 v
             };
-            (v >= 0.0 && v < d && v.fract() == 0.0)
-                .then(|| ((k / inner) * depth + v as usize) * inner + k % inner)
+            if v >= 0.0 && v < d && v.fract() == 0.0 {
+                v as usize
+            } else {
+                usize::MAX
+            }
         })
         .collect();
-    fn fill<T: Copy>(
-        vals: &ArrayD<T>,
-        hits: &[usize],
-        shape: &[usize],
-    ) -> Result<ArrayD<T>, String> {
-        let v: Vec<T> = vals.iter().copied().collect();
-        let mut out = vec![v[0]; shape.iter().product()];
-        for &h in hits {
-            if let Some(slot) = out.get_mut(h) {
-                *slot = v[1];
-            }
-        }
-        ArrayD::from_shape_vec(IxDyn(shape), out).map_err(|e| format!("OneHot: {e}"))
-    }
-    Ok(vec![map_tensor!(values, a => fill(a, &hits, &shape)?)])
+    // Output (o, k, i) reads values[1] (on) where index (o, i) is k, else values[0] (off).
+    let hot = &hot;
+    let mut pick = (0..outer).flat_map(|o| {
+        (0..depth).flat_map(move |k| (0..inner).map(move |i| (hot[o * inner + i] == k) as usize))
+    });
+    Ok(vec![take_tensor(
+        OP,
+        values,
+        Starts::Iter(&mut pick),
+        1,
+        &shape,
+    )?])
 }
 
 #[cfg(test)]
