@@ -1,7 +1,7 @@
 //! ai.onnx data-dependent selection: NonZero, Compress, Unique and OneHot. The first three have
 //! output sizes only the data decides: inference leaves those dims unknown (the driver names
-//! each `?value[axis]`), and the kernels count before they allocate and check the size against
-//! the limits.
+//! each `?value[axis]`), and the kernels find the count first (working memory at most in
+//! proportion to the input) and check the output against the limits before allocating it.
 //!
 //! | op | versions | attributes (default) | inputs -> outputs |
 //! |---|---|---|---|
