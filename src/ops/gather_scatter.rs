@@ -1,9 +1,9 @@
 //! ai.onnx element- and slice-wise indexing: GatherElements, GatherND, ScatterElements (and its
 //! opset 9-10 name, Scatter) and ScatterND; plus the movement primitives the data-movement
-//! families share (`take`/`take_tensor` over `Starts`, `Strided`, `norm_index`). Indices are int32 or int64 (the spec's
-//! int64-only ops accept int32 too) and count from the end when negative; an index out of range
-//! is an error naming the op, the index and the axis. Output sizes are checked against the
-//! limits before anything is allocated.
+//! families share (`take`/`take_tensor` over `Starts`, `Strided`, `norm_index`). Indices are
+//! int32 or int64 (the spec's int64-only ops accept int32 too) and count from the end when
+//! negative; an index out of range is an error naming the op, the index and the axis. Output
+//! sizes are checked against the limits before anything is allocated.
 //!
 //! | op | versions | attributes (default) | inputs -> outputs |
 //! |---|---|---|---|
