@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 
 use super::{
     arg, attention, cast, compare, concat, control_flow, conv, elementwise, embed, eyelike,
-    fused_elementwise, gelu, index_ops, lanes, matmul, norm, pad, pool, quant, reduce, reduce_more,
-    resize, rms, shape_ops, slice, transformer, Attrs, Op,
+    fused_elementwise, gather_scatter, gelu, index_ops, lanes, layout, matmul, norm, pad, pool,
+    quant, reduce, reduce_more, resize, rms, select, shape_ops, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -117,6 +117,32 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "Resize", 13, resize::Resize),
     op!(ONNX, "Resize", 18, resize::Resize),
     op!(ONNX, "Resize", 19, resize::Resize),
+    // ai.onnx: element- and slice-wise gather and scatter (gather_scatter.rs)
+    op!(ONNX, "GatherElements", 11, gather_scatter::GatherElements),
+    op!(ONNX, "GatherND", 11, gather_scatter::GatherND),
+    op!(ONNX, "GatherND", 12, gather_scatter::GatherND),
+    op!(ONNX, "Scatter", 9, gather_scatter::Scatter),
+    op!(ONNX, "ScatterElements", 11, gather_scatter::ScatterElements),
+    op!(ONNX, "ScatterElements", 16, gather_scatter::ScatterElements),
+    op!(ONNX, "ScatterElements", 18, gather_scatter::ScatterElements),
+    op!(ONNX, "ScatterND", 11, gather_scatter::ScatterND),
+    op!(ONNX, "ScatterND", 16, gather_scatter::ScatterND),
+    op!(ONNX, "ScatterND", 18, gather_scatter::ScatterND),
+    // ai.onnx: data-dependent selection (select.rs)
+    op!(ONNX, "Compress", 9, select::Compress),
+    op!(ONNX, "Compress", 11, select::Compress),
+    op!(ONNX, "NonZero", 9, select::NonZero),
+    op!(ONNX, "OneHot", 9, select::OneHot),
+    op!(ONNX, "OneHot", 11, select::OneHot),
+    op!(ONNX, "Unique", 11, select::Unique),
+    // ai.onnx: layout (layout.rs)
+    op!(ONNX, "DepthToSpace", 1, layout::DepthToSpace),
+    op!(ONNX, "DepthToSpace", 11, layout::DepthToSpace),
+    op!(ONNX, "ReverseSequence", 10, layout::ReverseSequence),
+    op!(ONNX, "Size", 1, layout::Size),
+    op!(ONNX, "SpaceToDepth", 1, layout::SpaceToDepth),
+    op!(ONNX, "SpaceToDepth", 28, layout::SpaceToDepth),
+    op!(ONNX, "Tile", 6, layout::Tile),
     // ai.onnx: EyeLike, and fuselab's AddEyeLike (eyelike.rs)
     op!(ONNX, "EyeLike", 9, eyelike::EyeLike),
     op!(FL, "AddEyeLike", 1, eyelike::AddEyeLike),
