@@ -29,6 +29,7 @@ mod broadcast;
 mod common;
 mod fastmath;
 
+pub mod activation;
 pub mod attention;
 pub mod cast;
 pub mod compare;
@@ -39,6 +40,7 @@ pub mod eyelike;
 pub mod fused_elementwise;
 pub mod gelu;
 pub mod index_ops;
+pub mod math;
 pub mod matmul;
 pub mod reduce;
 pub mod shape_ops;

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::{
-    attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise, gelu,
-    index_ops, matmul, reduce, shape_ops, slice, transformer, Attrs, Op,
+    activation, attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise, gelu,
+    index_ops, math, matmul, reduce, shape_ops, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -67,6 +67,49 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "Sign", 9, elementwise::Sign),
     op!(ONNX, "IsNaN", 9, elementwise::IsNaN),
     op!(ONNX, "IsInf", 10, elementwise::IsInf),
+    // ai.onnx: more math (math.rs)
+    op!(ONNX, "Tan", 7, math::Tan),
+    op!(ONNX, "Asin", 7, math::Asin),
+    op!(ONNX, "Acos", 7, math::Acos),
+    op!(ONNX, "Atan", 7, math::Atan),
+    op!(ONNX, "Sinh", 9, math::Sinh),
+    op!(ONNX, "Cosh", 9, math::Cosh),
+    op!(ONNX, "Asinh", 9, math::Asinh),
+    op!(ONNX, "Acosh", 9, math::Acosh),
+    op!(ONNX, "Atanh", 9, math::Atanh),
+    op!(ONNX, "Mod", 10, math::Mod),
+    op!(ONNX, "Mod", 28, math::Mod),
+    op!(ONNX, "BitShift", 11, math::BitShift),
+    op!(ONNX, "BitShift", 28, math::BitShift),
+    op!(ONNX, "BitwiseAnd", 18, math::BitwiseAnd),
+    op!(ONNX, "BitwiseOr", 18, math::BitwiseOr),
+    op!(ONNX, "BitwiseXor", 18, math::BitwiseXor),
+    op!(ONNX, "BitwiseNot", 18, math::BitwiseNot),
+    op!(ONNX, "Max", 6, math::Max),
+    op!(ONNX, "Max", 8, math::Max),
+    op!(ONNX, "Min", 6, math::Min),
+    op!(ONNX, "Min", 8, math::Min),
+    op!(ONNX, "Sum", 6, math::Sum),
+    op!(ONNX, "Sum", 8, math::Sum),
+    op!(ONNX, "Mean", 6, math::Mean),
+    op!(ONNX, "Mean", 8, math::Mean),
+    // ai.onnx: activations (activation.rs)
+    op!(ONNX, "Clip", 6, activation::Clip),
+    op!(ONNX, "Clip", 11, activation::Clip),
+    op!(ONNX, "LeakyRelu", 6, activation::LeakyRelu),
+    op!(ONNX, "PRelu", 7, activation::PRelu),
+    op!(ONNX, "Elu", 6, activation::Elu),
+    op!(ONNX, "Selu", 6, activation::Selu),
+    op!(ONNX, "Celu", 12, activation::Celu),
+    op!(ONNX, "HardSigmoid", 6, activation::HardSigmoid),
+    op!(ONNX, "HardSwish", 14, activation::HardSwish),
+    op!(ONNX, "Softplus", 1, activation::Softplus),
+    op!(ONNX, "Softsign", 1, activation::Softsign),
+    op!(ONNX, "Mish", 18, activation::Mish),
+    op!(ONNX, "ThresholdedRelu", 10, activation::ThresholdedRelu),
+    op!(ONNX, "Shrink", 9, activation::Shrink),
+    op!(ONNX, "Gelu", 20, activation::Gelu),
+    op!(ONNX, "Swish", 24, activation::Swish),
     // ai.onnx: comparisons, logic, Where (compare.rs)
     op!(ONNX, "And", 1, compare::And),
     op!(ONNX, "Equal", 1, compare::Equal),
@@ -196,7 +239,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(OPS.len(), 66);
+        assert_eq!(OPS.len(), 107);
     }
 
     #[test]
