@@ -137,7 +137,11 @@ impl Op for Clip {
             Some((lo, hi)) => float_ew(c, 1, &format!("min(max(v0, {}), {})", lit(lo)?, lit(hi)?)),
             None if c.has_input(2) && c.has_input(1) => float_ew(c, 3, "min(max(v0, v1), v2)"),
             None if c.has_input(2) => Err("Clip with a max but no min has no webgpu kernel".into()),
-            None => float_ew(c, 1 + c.has_input(1) as usize, ["v0", "max(v0, v1)"][c.has_input(1) as usize]),
+            None => float_ew(
+                c,
+                1 + c.has_input(1) as usize,
+                ["v0", "max(v0, v1)"][c.has_input(1) as usize],
+            ),
         }
     }
     fn same_type_inputs(&self) -> bool {
@@ -162,10 +166,7 @@ fn bound<T: Elem>(inputs: &[Option<&Tensor>], i: usize, what: &str) -> R<Option<
 
 fn clip_typed<T: Elem>(c: &Clip, x: &ArrayD<T>, inputs: &[Option<&Tensor>]) -> R<ArrayD<T>> {
     let (lo, hi) = match c.attr_bounds {
-        Some((lo, hi)) => (
-            Some(T::from_f64(lo as f64)),
-            Some(T::from_f64(hi as f64)),
-        ),
+        Some((lo, hi)) => (Some(T::from_f64(lo as f64)), Some(T::from_f64(hi as f64))),
         None => (bound::<T>(inputs, 1, "min")?, bound::<T>(inputs, 2, "max")?),
     };
     Ok(x.mapv(|v| {
@@ -178,7 +179,9 @@ fn clip(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "Clip";
     let c = ctx.attrs::<Clip>()?;
     let x = input(OP, inputs, 0)?;
-    Ok(vec![per_type!(OP, x, [F32, F64, I32, I64], a => clip_typed(c, a, inputs)?)])
+    Ok(vec![
+        per_type!(OP, x, [F32, F64, I32, I64], a => clip_typed(c, a, inputs)?),
+    ])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,18 +204,30 @@ impl Op for PRelu {
     }
 }
 
-fn prelu_typed<T: Elem>(ctx: &KernelCtx, x: &ArrayD<T>, inputs: &[Option<&Tensor>]) -> R<ArrayD<T>> {
+fn prelu_typed<T: Elem>(
+    ctx: &KernelCtx,
+    x: &ArrayD<T>,
+    inputs: &[Option<&Tensor>],
+) -> R<ArrayD<T>> {
     const OP: &str = "PRelu";
     let slope = typed::<T>(OP, inputs, 1)?;
     // The output is X's shape: the slope broadcasts to it, never the other way.
     check_unidirectional(OP, "slope", slope.shape(), x.shape())?;
-    binary_map(ctx, OP, x, slope, |v, s| if v > T::ZERO { v } else { v.wmul(s) })
+    binary_map(
+        ctx,
+        OP,
+        x,
+        slope,
+        |v, s| if v > T::ZERO { v } else { v.wmul(s) },
+    )
 }
 
 fn prelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "PRelu";
     let x = input(OP, inputs, 0)?;
-    Ok(vec![per_type!(OP, x, [F32, F64, I32, I64], a => prelu_typed(ctx, a, inputs)?)])
+    Ok(vec![
+        per_type!(OP, x, [F32, F64, I32, I64], a => prelu_typed(ctx, a, inputs)?),
+    ])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -242,7 +257,11 @@ impl Op for Shrink {
     }
     fn lower(&self, c: &NodeCtx) -> R<Lowered> {
         let (l, b) = (lit(self.lambd)?, lit(self.bias)?);
-        float_ew(c, 1, &format!("select(select(0.0, v0 - {b}, v0 > {l}), v0 + {b}, v0 < -{l})"))
+        float_ew(
+            c,
+            1,
+            &format!("select(select(0.0, v0 - {b}, v0 > {l}), v0 + {b}, v0 < -{l})"),
+        )
     }
 }
 
@@ -266,7 +285,9 @@ fn shrink(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "Shrink";
     let s = ctx.attrs::<Shrink>()?;
     let x = input(OP, inputs, 0)?;
-    Ok(vec![per_type!(OP, x, [F32, F64, I32, I64], a => shrink_typed(s, a))])
+    Ok(vec![
+        per_type!(OP, x, [F32, F64, I32, I64], a => shrink_typed(s, a)),
+    ])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -313,7 +334,14 @@ fn gelu_tanh(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     if inputs.iter().skip(1).any(|i| i.is_some()) {
         return Err("Gelu: takes one input".to_string());
     }
-    gelu::activation(ctx, inputs, "Gelu", false, gelu::gelu_tanh_f32, gelu::gelu_tanh::<f64>)
+    gelu::activation(
+        ctx,
+        inputs,
+        "Gelu",
+        false,
+        gelu::gelu_tanh_f32,
+        gelu::gelu_tanh::<f64>,
+    )
 }
 
 #[cfg(test)]

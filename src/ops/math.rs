@@ -245,9 +245,14 @@ pub(super) trait FloatUnary: Op {
 }
 
 /// The kernel of every `FloatUnary` op: float32 computed in float32, float64 in float64.
-pub(super) fn float_unary<U: FloatUnary>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+pub(super) fn float_unary<U: FloatUnary>(
+    ctx: &KernelCtx,
+    inputs: &[Option<&Tensor>],
+) -> KernelResult {
     let u = ctx.attrs::<U>()?;
-    Ok(vec![per_type!(U::NAME, input(U::NAME, inputs, 0)?, [F32, F64], a => a.mapv(|x| u.apply(x)))])
+    Ok(vec![
+        per_type!(U::NAME, input(U::NAME, inputs, 0)?, [F32, F64], a => a.mapv(|x| u.apply(x))),
+    ])
 }
 
 /// Declares float unary ops: a struct of float attributes (`field: default`, read by name),
@@ -353,7 +358,9 @@ fn mod_kernel(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             a.dtype()
         ));
     }
-    Ok(vec![per_type!(OP, a, [F32, F64, I32, I64], x => mod_typed(ctx, m.fmod, x, inputs)?)])
+    Ok(vec![
+        per_type!(OP, a, [F32, F64, I32, I64], x => mod_typed(ctx, m.fmod, x, inputs)?),
+    ])
 }
 
 fn mod_typed<T: Elem>(
@@ -514,7 +521,9 @@ fn bitwise_not(_: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     fn not<T: Bits>(a: &ArrayD<T>) -> ArrayD<T> {
         a.mapv(|v| !v)
     }
-    Ok(vec![per_type!(OP, input(OP, inputs, 0)?, [I32, I64], a => not(a))])
+    Ok(vec![
+        per_type!(OP, input(OP, inputs, 0)?, [I32, I64], a => not(a)),
+    ])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -531,10 +540,7 @@ trait Fold: Op {
 
 /// Checks a variadic node's inputs (at least one; all present; one shape before opset 8, else
 /// broadcastable) and the output's size; returns input 0.
-fn fold_inputs<'a, O: Fold>(
-    ctx: &KernelCtx,
-    inputs: &[Option<&'a Tensor>],
-) -> R<&'a Tensor> {
+fn fold_inputs<'a, O: Fold>(ctx: &KernelCtx, inputs: &[Option<&'a Tensor>]) -> R<&'a Tensor> {
     let op = O::NAME;
     let first = input(op, inputs, 0)?;
     let broadcasts = ctx.attrs::<O>()?.broadcasts();

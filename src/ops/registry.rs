@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::{
-    activation, attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise, gelu,
-    index_ops, math, matmul, reduce, shape_ops, slice, transformer, Attrs, Op,
+    activation, attention, cast, compare, concat, elementwise, embed, eyelike, fused_elementwise,
+    gelu, index_ops, math, matmul, reduce, shape_ops, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
