@@ -83,7 +83,7 @@ fn gelu_erf<T: Real>(x: T) -> T {
 
 /// `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
 #[inline]
-pub(super) fn gelu_tanh<T: Real>(x: T) -> T {
+fn gelu_tanh<T: Real>(x: T) -> T {
     let c = T::from_f64(0.797_884_560_802_865_4);
     let k = T::from_f64(0.044_715);
     let half = T::from_f64(0.5);
@@ -99,7 +99,7 @@ fn gelu_erf_f32(x: f32) -> f32 {
 
 /// float32 FastGelu (tanh form) on the branch-free `fastmath` tanh.
 #[inline(always)]
-pub(super) fn gelu_tanh_f32(x: f32) -> f32 {
+fn gelu_tanh_f32(x: f32) -> f32 {
     let c = 0.797_884_6_f32;
     let k = 0.044_715_f32;
     0.5 * x * fastmath::one_plus_tanh(c * (x + k * x * x * x))
@@ -140,7 +140,7 @@ fn biased_map<T: Real, F: Fn(T) -> T>(
     shaped(op, shape, y)
 }
 
-pub(super) fn activation(
+fn activation(
     ctx: &KernelCtx,
     inputs: &[Option<&Tensor>],
     op: &str,

@@ -1,6 +1,6 @@
 //! ai.onnx math: trigonometry beyond Sin/Cos, Mod, bit operations, and the variadic
-//! Min/Max/Sum/Mean. Also the element machinery activation.rs shares (`Elem`, `Fp`,
-//! `FloatUnary`, `per_type!`).
+//! Min/Max/Sum/Mean. Also the element machinery activation.rs shares (`Elem`, `Fp`, `arith_map`,
+//! `per_type!`).
 //!
 //! | op | versions | attributes | inputs -> output |
 //! |---|---|---|---|
@@ -22,13 +22,21 @@
 //! BitShift's T is unsigned, so both shifts are logical there; from 28 int32/int64 are signed.
 //! Min/Max accept integers and Sum/Mean reject them at every version (the spec's lists grew at
 //! 12); opsets 6-7 refuse inputs of different shapes.
+//!
+//! Code size (the wasm budget) shapes the kernels: every binary op here (and Clip, PRelu) runs
+//! through one broadcast loop per element type, `arith_map` (or `bit_map` for the integer bit
+//! operations), which branches per element on an [`Arith`] (or [`BitOp`]) value; the
+//! trigonometric functions are activation.rs's [`Act`] values with its one loop. The registry's
+//! op names are handles whose `parse` builds the shared op types (`FloatFn`, `IntBinary`,
+//! `Variadic`) with that value.
 
-use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Sub};
+use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Sub};
 
-use ndarray::ArrayD;
+use ndarray::{ArrayD, IxDyn};
 
+use super::activation::Act;
 use super::broadcast::{binary_map, broadcast_shape};
-use super::common::{bits, check_out, input, type_mismatch, Num};
+use super::common::{bits, check_out, input, type_mismatch, unsupported_type, Num};
 use super::infer::broadcast_inputs;
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::TensorType;
@@ -62,6 +70,26 @@ pub(super) trait Elem: Num {
     /// Remainder with the divisor's sign (Python `%`, numpy `mod`; a float zero result takes
     /// the divisor's sign).
     fn floor_rem(self, y: Self) -> Self;
+
+    /// `self op y`: the one function of every `arith_map` loop.
+    #[inline(always)]
+    fn arith(self, op: Arith, y: Self) -> Self {
+        match op {
+            Arith::Max => max_nan(self, y),
+            Arith::Min => min_nan(self, y),
+            Arith::Add => self.wadd(y),
+            Arith::Div => self.wdiv(y),
+            Arith::TruncRem => self.trunc_rem(y),
+            Arith::FloorRem => self.floor_rem(y),
+            Arith::PRelu => {
+                if self > Self::ZERO {
+                    self
+                } else {
+                    self.wmul(y)
+                }
+            }
+        }
+    }
 }
 
 macro_rules! impl_elem_float {
@@ -88,9 +116,10 @@ macro_rules! impl_elem_float {
             }
             #[inline(always)]
             fn floor_rem(self, y: Self) -> Self {
+                // A NaN `r` (NaN operand, infinite dividend, zero divisor) stays NaN: it is not
+                // 0, and NaN + y is NaN.
                 let r = self % y;
                 if r == 0.0 {
-                    // A NaN `r` (NaN operand, infinite dividend, zero divisor) stays NaN below.
                     (0.0 as $t).copysign(y)
                 } else if (r < 0.0) != (y < 0.0) {
                     r + y
@@ -173,8 +202,11 @@ pub(super) trait Fp:
     fn atanh(self) -> Self;
 }
 
+/// `Fp` for `$t`: the functions listed after `native` are `$t`'s own; those after `via` are
+/// computed in `$via` and rounded (float32's rarer functions take float64's libm code, which the
+/// wasm holds anyway, rather than adding their float32 versions).
 macro_rules! impl_fp {
-    ($t:ty; $($f:ident)*) => {
+    ($t:ty; native $($f:ident)*; via $via:ty: $($g:ident)*) => {
         impl Fp for $t {
             #[inline(always)]
             fn of(v: f32) -> Self {
@@ -186,11 +218,19 @@ macro_rules! impl_fp {
                     <$t>::$f(self)
                 }
             )*
+            $(
+                #[inline(always)]
+                fn $g(self) -> Self {
+                    <$via>::$g(self as $via) as $t
+                }
+            )*
         }
     };
 }
-impl_fp!(f32; abs exp exp_m1 ln_1p tanh tan asin acos atan sinh cosh asinh acosh atanh);
-impl_fp!(f64; abs exp exp_m1 ln_1p tanh tan asin acos atan sinh cosh asinh acosh atanh);
+impl_fp!(f32; native abs exp tanh;
+    via f64: exp_m1 ln_1p tan asin acos atan sinh cosh asinh acosh atanh);
+impl_fp!(f64; native abs exp tanh exp_m1 ln_1p tan asin acos atan sinh cosh asinh acosh atanh;
+    via f64:);
 
 /// `max` as numpy's `maximum`: a NaN on either side is the result.
 #[inline(always)]
@@ -236,79 +276,120 @@ fn broadcast_type(cx: &InferCx, n: usize) -> Vec<TensorType> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Float unary ops
+// The shared binary loops
 
-/// A float-only element-wise op: its name and its function, generic over float32/float64.
-pub(super) trait FloatUnary: Op {
-    const NAME: &'static str;
-    fn apply<T: Fp>(&self, x: T) -> T;
+/// An element-wise binary function of any element type.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arith {
+    /// numpy's `maximum`/`minimum`: NaN propagates.
+    Max,
+    Min,
+    Add,
+    /// Integers: the caller rules out a zero divisor.
+    Div,
+    /// C `fmod` / integer `%`.
+    TruncRem,
+    /// Python `%`.
+    FloorRem,
+    /// `a > 0 ? a : a * b`.
+    PRelu,
 }
 
-/// The kernel of every `FloatUnary` op: float32 computed in float32, float64 in float64.
-pub(super) fn float_unary<U: FloatUnary>(
+/// `op` over `a` and `b` broadcast together: the loop (one per element type) every binary op
+/// of this file and Clip/PRelu share.
+pub(super) fn arith_map<T: Elem>(
     ctx: &KernelCtx,
-    inputs: &[Option<&Tensor>],
-) -> KernelResult {
-    let u = ctx.attrs::<U>()?;
-    Ok(vec![
-        per_type!(U::NAME, input(U::NAME, inputs, 0)?, [F32, F64], a => a.mapv(|x| u.apply(x))),
-    ])
+    name: &str,
+    op: Arith,
+    a: &ArrayD<T>,
+    b: &ArrayD<T>,
+) -> R<ArrayD<T>> {
+    binary_map(ctx, name, a, b, move |x, y| x.arith(op, y))
 }
 
-/// Declares float unary ops: a struct of float attributes (`field: default`, read by name),
-/// its `FloatUnary` function `|self, x| body`, output type and shape input 0's, and optionally
-/// a WebGPU lowering `|self, cx| ...`.
-macro_rules! float_unary_ops {
-    ($($(#[$m:meta])* $name:ident { $($field:ident: $default:expr),* }
-       |$s:ident, $x:ident| $body:expr $(, wgsl: $lower:expr)?;)*) => {$(
-        $(#[$m])*
-        #[derive(Debug)]
-        pub struct $name {
-            $(pub $field: f32,)*
+/// An integer bit operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BitOp {
+    And,
+    Or,
+    Xor,
+    Shl,
+    /// Arithmetic (sign-extending) right shift: signed T.
+    Shr,
+    /// Logical right shift: unsigned T held in a signed type of the same width.
+    ShrLogical,
+}
+
+/// Integer element types: the bit operations, shifts with ONNX's out-of-range rule.
+pub(super) trait Bits:
+    Elem + BitAnd<Output = Self> + BitOr<Output = Self> + BitXor<Output = Self>
+{
+    /// `self` shifted by `s` bits; `signed`: `s` and `self` are signed (arithmetic right
+    /// shift), else both are read as unsigned of the same width (logical shifts).
+    fn shift(self, s: Self, left: bool, signed: bool) -> Self;
+
+    #[inline(always)]
+    fn bit(self, op: BitOp, y: Self) -> Self {
+        match op {
+            BitOp::And => self & y,
+            BitOp::Or => self | y,
+            BitOp::Xor => self ^ y,
+            BitOp::Shl => self.shift(y, true, true),
+            BitOp::Shr => self.shift(y, false, true),
+            BitOp::ShrLogical => self.shift(y, false, false),
         }
-        impl $name {
-            pub fn parse(_a: &$crate::ops::Attrs) -> Result<Box<dyn $crate::ops::Op>, String> {
-                Ok(Box::new($name { $($field: _a.float(stringify!($field), $default)?,)* }))
-            }
-        }
-        impl $crate::ops::math::FloatUnary for $name {
-            const NAME: &'static str = stringify!($name);
+    }
+}
+
+macro_rules! impl_bits {
+    ($t:ty, $u:ty) => {
+        impl Bits for $t {
             #[inline(always)]
-            fn apply<T: $crate::ops::math::Fp>(&self, $x: T) -> T {
-                let $s = self;
-                $body
-            }
-        }
-        impl $crate::ops::Op for $name {
-            fn infer(&self, cx: &$crate::ops::InferCx) -> Vec<$crate::ir::TensorType> {
-                vec![cx.input(0)]
-            }
-            fn kernel(&self) -> $crate::ops::Kernel {
-                $crate::ops::math::float_unary::<$name>
-            }
-            $(
-                fn lower(&self, c: &$crate::ops::NodeCtx)
-                    -> Result<$crate::ops::Lowered, String> {
-                    let lower: fn(&$name, &$crate::ops::NodeCtx)
-                        -> Result<$crate::ops::Lowered, String> = $lower;
-                    lower(self, c)
+            fn shift(self, s: Self, left: bool, signed: bool) -> Self {
+                // As unsigned, a negative count is huge: out of range either way.
+                let n = s as $u;
+                if n >= <$t>::BITS as $u {
+                    return if !left && signed && self < 0 { -1 } else { 0 };
                 }
-            )?
+                let n = n as u32;
+                if left {
+                    ((self as $u) << n) as $t
+                } else if signed {
+                    self >> n
+                } else {
+                    ((self as $u) >> n) as $t
+                }
+            }
         }
-    )*};
+    };
 }
-pub(super) use float_unary_ops;
+impl_bits!(i32, u32);
+impl_bits!(i64, u64);
 
-float_unary_ops! {
-    Tan {} |_s, x| x.tan();
-    Asin {} |_s, x| x.asin();
-    Acos {} |_s, x| x.acos();
-    Atan {} |_s, x| x.atan();
-    Sinh {} |_s, x| x.sinh();
-    Cosh {} |_s, x| x.cosh();
-    Asinh {} |_s, x| x.asinh();
-    Acosh {} |_s, x| x.acosh();
-    Atanh {} |_s, x| x.atanh();
+/// `op` over integer `a` and `b` broadcast together (one loop per integer type).
+fn bit_map<T: Bits>(
+    ctx: &KernelCtx,
+    name: &str,
+    op: BitOp,
+    a: &ArrayD<T>,
+    b: &ArrayD<T>,
+) -> R<ArrayD<T>> {
+    binary_map(ctx, name, a, b, move |x, y| x.bit(op, y))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trigonometry: activation.rs's `FloatFn`
+
+super::activation::float_fn_ops! {
+    Tan => |_a| Act::Tan;
+    Asin => |_a| Act::Asin;
+    Acos => |_a| Act::Acos;
+    Atan => |_a| Act::Atan;
+    Sinh => |_a| Act::Sinh;
+    Cosh => |_a| Act::Cosh;
+    Asinh => |_a| Act::Asinh;
+    Acosh => |_a| Act::Acosh;
+    Atanh => |_a| Act::Atanh;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -358,14 +439,19 @@ fn mod_kernel(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             a.dtype()
         ));
     }
+    let op = if m.fmod {
+        Arith::TruncRem
+    } else {
+        Arith::FloorRem
+    };
     Ok(vec![
-        per_type!(OP, a, [F32, F64, I32, I64], x => mod_typed(ctx, m.fmod, x, inputs)?),
+        per_type!(OP, a, [F32, F64, I32, I64], x => mod_typed(ctx, op, x, inputs)?),
     ])
 }
 
 fn mod_typed<T: Elem>(
     ctx: &KernelCtx,
-    fmod: bool,
+    op: Arith,
     a: &ArrayD<T>,
     inputs: &[Option<&Tensor>],
 ) -> R<ArrayD<T>> {
@@ -375,76 +461,47 @@ fn mod_typed<T: Elem>(
     if T::IS_INT && !a.is_empty() && b.iter().any(|&v| v == T::ZERO) {
         return Err(format!("{OP}: integer division by zero"));
     }
-    if fmod {
-        binary_map(ctx, OP, a, b, T::trunc_rem)
-    } else {
-        binary_map(ctx, OP, a, b, T::floor_rem)
-    }
+    arith_map(ctx, OP, op, a, b)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bit operations
+// BitShift, BitwiseAnd/Or/Xor/Not
 
-/// Integer element types: the bitwise operators, and shifts with ONNX's out-of-range rule.
-pub(super) trait Bits:
-    Elem + BitAnd<Output = Self> + BitOr<Output = Self> + BitXor<Output = Self> + Not<Output = Self>
-{
-    /// `self` shifted by `s` bits; `signed`: `s` and `self` are signed (arithmetic right
-    /// shift), else both are read as unsigned of the same width (logical shifts).
-    fn shift(self, s: Self, left: bool, signed: bool) -> Self;
+/// Every binary integer bit op: output has the inputs' broadcast shape and input 0's type.
+#[derive(Debug)]
+pub struct IntBinary(pub BitOp);
+
+impl Op for IntBinary {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        broadcast_type(cx, 2)
+    }
+    fn kernel(&self) -> Kernel {
+        int_binary
+    }
+    fn same_type_inputs(&self) -> bool {
+        true
+    }
 }
 
-macro_rules! impl_bits {
-    ($t:ty, $u:ty) => {
-        impl Bits for $t {
-            #[inline(always)]
-            fn shift(self, s: Self, left: bool, signed: bool) -> Self {
-                // As unsigned, a negative count is huge: out of range either way.
-                let n = s as $u;
-                if n >= <$t>::BITS as $u {
-                    return if !left && signed && self < 0 { -1 } else { 0 };
-                }
-                let n = n as u32;
-                if left {
-                    ((self as $u) << n) as $t
-                } else if signed {
-                    self >> n
-                } else {
-                    ((self as $u) >> n) as $t
-                }
-            }
-        }
-    };
-}
-impl_bits!(i32, u32);
-impl_bits!(i64, u64);
-
-/// A binary op on integers (`apply` may read the node's attributes).
-pub(super) trait IntBinary: Op {
-    const NAME: &'static str;
-    fn apply<T: Bits>(&self, a: T, b: T) -> T;
-}
-
-fn int_binary<O: IntBinary>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    let o = ctx.attrs::<O>()?;
-    let a = input(O::NAME, inputs, 0)?;
-    Ok(vec![per_type!(O::NAME, a, [I32, I64], x => {
-        binary_map(ctx, O::NAME, x, typed(O::NAME, inputs, 1)?, |p, q| o.apply(p, q))?
+fn int_binary(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    let name = &ctx.node.op_type;
+    let op = ctx.attrs::<IntBinary>()?.0;
+    let a = input(name, inputs, 0)?;
+    Ok(vec![per_type!(name, a, [I32, I64], x => {
+        bit_map(ctx, name, op, x, typed(name, inputs, 1)?)?
     })])
 }
 
-#[derive(Debug)]
-pub struct BitShift {
-    pub left: bool,
-    /// From opset 28 T includes signed types; before it int32/int64 hold unsigned values.
-    pub signed: bool,
-}
+/// BitShift's handle: `direction` and the opset decide the [`BitOp`].
+pub struct BitShift;
 
 impl BitShift {
     pub fn parse(a: &Attrs) -> Result<Box<dyn Op>, String> {
-        let left = match a.string("direction")?.as_deref() {
-            Some("LEFT") => true,
-            Some("RIGHT") => false,
+        let op = match a.string("direction")?.as_deref() {
+            Some("LEFT") => BitOp::Shl,
+            // From opset 28 T includes signed types; before it int32/int64 hold unsigned values.
+            Some("RIGHT") if a.opset >= 28 => BitOp::Shr,
+            Some("RIGHT") => BitOp::ShrLogical,
             Some(d) => {
                 return Err(format!(
                     "attribute 'direction' must be 'LEFT' or 'RIGHT', got '{d}'"
@@ -452,58 +509,27 @@ impl BitShift {
             }
             None => return Err("attribute 'direction' is required".into()),
         };
-        Ok(Box::new(BitShift {
-            left,
-            signed: a.opset >= 28,
-        }))
+        Ok(Box::new(IntBinary(op)))
     }
 }
 
-impl IntBinary for BitShift {
-    const NAME: &'static str = "BitShift";
-    #[inline(always)]
-    fn apply<T: Bits>(&self, a: T, b: T) -> T {
-        a.shift(b, self.left, self.signed)
-    }
-}
-
-/// Declares attribute-less binary integer ops `Name => |a, b| expr`.
+/// Declares the handles of attribute-less `IntBinary` ops.
 macro_rules! bitwise_ops {
-    ($($name:ident => |$a:ident, $b:ident| $e:expr;)*) => {$(
-        super::plain_ops!($name);
-        impl IntBinary for $name {
-            const NAME: &'static str = stringify!($name);
-            #[inline(always)]
-            fn apply<T: Bits>(&self, $a: T, $b: T) -> T {
-                $e
+    ($($name:ident => $op:ident;)*) => {$(
+        pub struct $name;
+        impl $name {
+            pub fn parse(_: &Attrs) -> Result<Box<dyn Op>, String> {
+                Ok(Box::new(IntBinary(BitOp::$op)))
             }
         }
     )*};
 }
 
 bitwise_ops! {
-    BitwiseAnd => |a, b| a & b;
-    BitwiseOr => |a, b| a | b;
-    BitwiseXor => |a, b| a ^ b;
+    BitwiseAnd => And;
+    BitwiseOr => Or;
+    BitwiseXor => Xor;
 }
-
-/// `Op` for binary integer ops: broadcast output of input 0's type.
-macro_rules! int_binary_op {
-    ($($name:ident),*) => {$(
-        impl Op for $name {
-            fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
-                broadcast_type(cx, 2)
-            }
-            fn kernel(&self) -> Kernel {
-                int_binary::<$name>
-            }
-            fn same_type_inputs(&self) -> bool {
-                true
-            }
-        }
-    )*};
-}
-int_binary_op!(BitShift, BitwiseAnd, BitwiseOr, BitwiseXor);
 
 super::plain_ops!(BitwiseNot);
 
@@ -516,118 +542,118 @@ impl Op for BitwiseNot {
     }
 }
 
-fn bitwise_not(_: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+/// `!x` as `x ^ -1` (all bits set), on the shared loop.
+fn bitwise_not(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     const OP: &str = "BitwiseNot";
-    fn not<T: Bits>(a: &ArrayD<T>) -> ArrayD<T> {
-        a.mapv(|v| !v)
+    fn not<T: Bits>(ctx: &KernelCtx, a: &ArrayD<T>) -> R<ArrayD<T>> {
+        let ones = ArrayD::from_elem(IxDyn(&[]), T::ZERO.wsub(T::ONE));
+        bit_map(ctx, OP, BitOp::Xor, a, &ones)
     }
     Ok(vec![
-        per_type!(OP, input(OP, inputs, 0)?, [I32, I64], a => not(a)),
+        per_type!(OP, input(OP, inputs, 0)?, [I32, I64], a => not(ctx, a)?),
     ])
 }
 
 // ---------------------------------------------------------------------------------------------
 // Min, Max, Sum, Mean
 
-/// A variadic op: folds its inputs pairwise with `apply`; `MEAN` divides by their count.
-trait Fold: Op {
-    const NAME: &'static str;
-    const MEAN: bool = false;
-    fn apply<T: Elem>(a: T, b: T) -> T;
-    /// Whether the node's opset broadcasts (8 and later).
-    fn broadcasts(&self) -> bool;
+/// Every variadic op: its inputs folded pairwise with `op`, divided by their count for Mean.
+#[derive(Debug)]
+pub struct Variadic {
+    pub op: Arith,
+    pub mean: bool,
+    /// Sum and Mean: float types only.
+    pub floats_only: bool,
+    /// Opset 8 and later: numpy broadcasting across the inputs.
+    pub broadcast: bool,
 }
 
-/// Checks a variadic node's inputs (at least one; all present; one shape before opset 8, else
-/// broadcastable) and the output's size; returns input 0.
-fn fold_inputs<'a, O: Fold>(ctx: &KernelCtx, inputs: &[Option<&'a Tensor>]) -> R<&'a Tensor> {
-    let op = O::NAME;
-    let first = input(op, inputs, 0)?;
-    let broadcasts = ctx.attrs::<O>()?.broadcasts();
-    let mut shape = first.shape().to_vec();
-    for i in 1..inputs.len() {
-        let s = input(op, inputs, i)?.shape();
-        if broadcasts {
-            shape = broadcast_shape(op, &shape, s)?;
-        } else if s != first.shape() {
-            return Err(format!(
-                "{op}: input {i} has shape {s:?} but input 0 has {:?} (broadcasting needs opset 8)",
-                first.shape()
-            ));
-        }
+impl Op for Variadic {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        broadcast_type(cx, cx.node.inputs.len())
     }
-    check_out(ctx, op, &shape, bits(first.dtype()))?;
-    Ok(first)
+    fn kernel(&self) -> Kernel {
+        variadic
+    }
+    fn same_type_inputs(&self) -> bool {
+        true
+    }
 }
 
-fn fold<O: Fold, T: Elem>(
-    ctx: &KernelCtx,
-    first: &ArrayD<T>,
-    inputs: &[Option<&Tensor>],
-) -> R<ArrayD<T>> {
-    let mut acc: Option<ArrayD<T>> = None;
-    for i in 1..inputs.len() {
-        let b = typed::<T>(O::NAME, inputs, i)?;
-        let a = acc.as_ref().unwrap_or(first);
-        acc = Some(binary_map(ctx, O::NAME, a, b, O::apply::<T>)?);
-    }
-    let mut acc = acc.unwrap_or_else(|| first.clone());
-    if O::MEAN {
-        let n = T::from_f64(inputs.len() as f64);
-        acc.mapv_inplace(|v| v.wdiv(n));
-    }
-    Ok(acc)
-}
-
-/// Declares the variadic ops: `Name [tensor variants] mean: bool => |a, b| expr`.
-macro_rules! fold_ops {
-    ($($(#[$m:meta])* $name:ident [$($v:ident),*] mean: $mean:expr => |$a:ident, $b:ident| $e:expr;)*) => {$(
-        $(#[$m])*
-        #[derive(Debug)]
-        pub struct $name {
-            /// Opset 8 and later: numpy broadcasting across the inputs.
-            pub broadcast: bool,
-        }
+/// Declares the handles of the variadic ops: `Name => op, mean, floats_only`.
+macro_rules! variadic_ops {
+    ($($name:ident => $op:ident, $mean:expr, $floats:expr;)*) => {$(
+        pub struct $name;
         impl $name {
             pub fn parse(a: &Attrs) -> Result<Box<dyn Op>, String> {
-                Ok(Box::new($name { broadcast: a.opset >= 8 }))
-            }
-        }
-        impl Fold for $name {
-            const NAME: &'static str = stringify!($name);
-            const MEAN: bool = $mean;
-            #[inline(always)]
-            fn apply<T: Elem>($a: T, $b: T) -> T {
-                $e
-            }
-            fn broadcasts(&self) -> bool {
-                self.broadcast
-            }
-        }
-        impl Op for $name {
-            fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
-                broadcast_type(cx, cx.node.inputs.len())
-            }
-            fn kernel(&self) -> Kernel {
-                fn k(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-                    let first = fold_inputs::<$name>(ctx, inputs)?;
-                    Ok(vec![per_type!(stringify!($name), first, [$($v),*],
-                        a => fold::<$name, _>(ctx, a, inputs)?)])
-                }
-                k
-            }
-            fn same_type_inputs(&self) -> bool {
-                true
+                Ok(Box::new(Variadic {
+                    op: Arith::$op,
+                    mean: $mean,
+                    floats_only: $floats,
+                    broadcast: a.opset >= 8,
+                }))
             }
         }
     )*};
 }
 
-fold_ops! {
-    Max [F32, F64, I32, I64] mean: false => |a, b| max_nan(a, b);
-    Min [F32, F64, I32, I64] mean: false => |a, b| min_nan(a, b);
-    Sum [F32, F64] mean: false => |a, b| a.wadd(b);
-    Mean [F32, F64] mean: true => |a, b| a.wadd(b);
+variadic_ops! {
+    Max => Max, false, false;
+    Min => Min, false, false;
+    Sum => Add, false, true;
+    Mean => Add, true, true;
+}
+
+fn variadic(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    let v = ctx.attrs::<Variadic>()?;
+    let name = &ctx.node.op_type;
+    let first = input(name, inputs, 0)?;
+    // Check every input and the output's size before computing.
+    let mut shape = first.shape().to_vec();
+    for i in 1..inputs.len() {
+        let s = input(name, inputs, i)?.shape();
+        if v.broadcast {
+            shape = broadcast_shape(name, &shape, s)?;
+        } else if s != first.shape() {
+            return Err(format!(
+                "{name}: input {i} has shape {s:?} but input 0 has {:?} (broadcasting needs opset 8)",
+                first.shape()
+            ));
+        }
+    }
+    check_out(ctx, name, &shape, bits(first.dtype()))?;
+    if v.floats_only && !first.dtype().is_float() {
+        return Err(unsupported_type(name, first.dtype()));
+    }
+    Ok(vec![
+        per_type!(name, first, [F32, F64, I32, I64], a => fold(ctx, v, a, inputs)?),
+    ])
+}
+
+fn fold<T: Elem>(
+    ctx: &KernelCtx,
+    v: &Variadic,
+    first: &ArrayD<T>,
+    inputs: &[Option<&Tensor>],
+) -> R<ArrayD<T>> {
+    let name = &ctx.node.op_type;
+    let mut acc: Option<ArrayD<T>> = None;
+    for i in 1..inputs.len() {
+        let b = typed::<T>(name, inputs, i)?;
+        acc = Some(arith_map(
+            ctx,
+            name,
+            v.op,
+            acc.as_ref().unwrap_or(first),
+            b,
+        )?);
+    }
+    let acc = acc.unwrap_or_else(|| first.clone());
+    if !v.mean {
+        return Ok(acc);
+    }
+    let n = ArrayD::from_elem(IxDyn(&[]), T::from_f64(inputs.len() as f64));
+    arith_map(ctx, name, Arith::Div, &acc, &n)
 }
 
 #[cfg(test)]

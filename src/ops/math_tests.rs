@@ -7,53 +7,47 @@ use crate::builder::{dims, sym, GraphBuilder};
 use crate::ir::{attr, Dim};
 use crate::onnx::proto::AttributeProto;
 
+/// Runs the kernel the registry gives a default-domain `op` node with `attrs` at `opset`.
 fn run_op(
-    k: Kernel,
     op: &str,
     attrs: Vec<AttributeProto>,
     opset: i64,
     inputs: &[&Tensor],
 ) -> Result<Tensor, String> {
-    run_first(k, &node(op, attrs), opset, inputs)
+    let n = node(op, attrs);
+    let k = crate::ops::resolve(&n, opset)
+        .map_err(|e| e.to_string())?
+        .kernel();
+    run_first(k, &n, opset, inputs)
 }
 
-fn unary(k: Kernel, op: &str, x: &Tensor) -> Result<Tensor, String> {
-    run_op(k, op, vec![], 22, &[x])
+fn unary(op: &str, x: &Tensor) -> Result<Tensor, String> {
+    run_op(op, vec![], 22, &[x])
 }
 
 #[test]
 fn trigonometry() {
-    let cases: [(Kernel, &str, f64, f64); 9] = [
-        (float_unary::<Tan>, "Tan", 0.5, 0.546_302_489_843_790_5),
-        (
-            float_unary::<Asin>,
-            "Asin",
-            0.5,
-            std::f64::consts::FRAC_PI_6,
-        ),
-        (
-            float_unary::<Acos>,
-            "Acos",
-            0.5,
-            std::f64::consts::FRAC_PI_3,
-        ),
-        (float_unary::<Atan>, "Atan", 1., std::f64::consts::FRAC_PI_4),
-        (float_unary::<Sinh>, "Sinh", 1., 1.175_201_193_643_801_4),
-        (float_unary::<Cosh>, "Cosh", 1., 1.543_080_634_815_243_7),
-        (float_unary::<Asinh>, "Asinh", 1., 0.881_373_587_019_543),
-        (float_unary::<Acosh>, "Acosh", 2., 1.316_957_896_924_816_6),
-        (float_unary::<Atanh>, "Atanh", 0.5, 0.549_306_144_334_054_8),
+    let cases: [(&str, f64, f64); 9] = [
+        ("Tan", 0.5, 0.546_302_489_843_790_5),
+        ("Asin", 0.5, std::f64::consts::FRAC_PI_6),
+        ("Acos", 0.5, std::f64::consts::FRAC_PI_3),
+        ("Atan", 1., std::f64::consts::FRAC_PI_4),
+        ("Sinh", 1., 1.175_201_193_643_801_4),
+        ("Cosh", 1., 1.543_080_634_815_243_7),
+        ("Asinh", 1., 0.881_373_587_019_543),
+        ("Acosh", 2., 1.316_957_896_924_816_6),
+        ("Atanh", 0.5, 0.549_306_144_334_054_8),
     ];
-    for (k, op, x, want) in cases {
-        let y = unary(k, op, &f64s(&[1], &[x])).unwrap();
+    for (op, x, want) in cases {
+        let y = unary(op, &f64s(&[1], &[x])).unwrap();
         assert_close(&y, &f64s(&[1], &[want]), 1e-15);
-        let y = unary(k, op, &f32s(&[1], &[x as f32])).unwrap();
+        let y = unary(op, &f32s(&[1], &[x as f32])).unwrap();
         assert_close(&y, &f32s(&[1], &[want as f32]), 1e-6);
-        let e = unary(k, op, &i64s(&[1], &[1])).unwrap_err();
+        let e = unary(op, &i64s(&[1], &[1])).unwrap_err();
         assert_eq!(e, format!("{op}: element type int64 is not supported"));
     }
     // Outside the domain: NaN, not an error.
-    let y = unary(float_unary::<Asin>, "Asin", &f32s(&[1], &[2.])).unwrap();
+    let y = unary("Asin", &f32s(&[1], &[2.])).unwrap();
     assert!(y.to_f64_vec()[0].is_nan());
 }
 
@@ -61,17 +55,17 @@ fn trigonometry() {
 fn integer_mod_takes_the_divisors_sign_and_fmod_the_dividends() {
     let x = i64s(&[6], &[-4, 7, 5, 4, -7, 8]);
     let y = i64s(&[6], &[2, -3, 8, -2, 3, 5]);
-    let z = run_op(mod_kernel, "Mod", vec![], 13, &[&x, &y]).unwrap();
+    let z = run_op("Mod", vec![], 13, &[&x, &y]).unwrap();
     assert_eq!(z, i64s(&[6], &[0, -2, 5, 0, 2, 3]));
     let fmod = || vec![attr::int("fmod", 1)];
-    let z = run_op(mod_kernel, "Mod", fmod(), 13, &[&x, &y]).unwrap();
+    let z = run_op("Mod", fmod(), 13, &[&x, &y]).unwrap();
     assert_eq!(z, i64s(&[6], &[0, 1, 5, 0, -1, 3]));
     // Broadcast, and MIN % -1 without a trap.
     let x = i32s(&[2, 3], &[1, 2, 3, 4, 5, 6]);
-    let z = run_op(mod_kernel, "Mod", vec![], 10, &[&x, &i32s(&[], &[3])]).unwrap();
+    let z = run_op("Mod", vec![], 10, &[&x, &i32s(&[], &[3])]).unwrap();
     assert_eq!(z, i32s(&[2, 3], &[1, 2, 0, 1, 2, 0]));
     let m = i32s(&[1], &[i32::MIN]);
-    let z = run_op(mod_kernel, "Mod", vec![], 13, &[&m, &i32s(&[1], &[-1])]).unwrap();
+    let z = run_op("Mod", vec![], 13, &[&m, &i32s(&[1], &[-1])]).unwrap();
     assert_eq!(z, i32s(&[1], &[0]));
 }
 
@@ -79,16 +73,16 @@ fn integer_mod_takes_the_divisors_sign_and_fmod_the_dividends() {
 fn float_mod() {
     let x = f64s(&[2], &[-4.5, 7.5]);
     let y = f64s(&[2], &[2., -2.]);
-    let z = run_op(mod_kernel, "Mod", vec![attr::int("fmod", 1)], 13, &[&x, &y]).unwrap();
+    let z = run_op("Mod", vec![attr::int("fmod", 1)], 13, &[&x, &y]).unwrap();
     assert_eq!(z, f64s(&[2], &[-0.5, 1.5]));
-    let z = run_op(mod_kernel, "Mod", vec![], 28, &[&x, &y]).unwrap();
+    let z = run_op("Mod", vec![], 28, &[&x, &y]).unwrap();
     assert_eq!(z, f64s(&[2], &[1.5, -0.5]));
     // fmod = 0 edge cases (opset 28): a zero result takes the divisor's sign; an infinite
     // divisor of the other sign is the result; a zero divisor or infinite dividend is NaN.
     let inf = f32::INFINITY;
     let x = f32s(&[6], &[-0., 0., -3., 3., 1., inf]);
     let y = f32s(&[6], &[2., -2., inf, inf, 0., 2.]);
-    let z = run_op(mod_kernel, "Mod", vec![], 28, &[&x, &y]).unwrap();
+    let z = run_op("Mod", vec![], 28, &[&x, &y]).unwrap();
     let v: Vec<f32> = z.as_f32().unwrap().iter().copied().collect();
     assert!(v[0] == 0. && v[0].is_sign_positive(), "{v:?}");
     assert!(v[1] == 0. && v[1].is_sign_negative(), "{v:?}");
@@ -99,32 +93,25 @@ fn float_mod() {
 #[test]
 fn mod_refuses_what_the_spec_leaves_undefined() {
     let x = f32s(&[1], &[1.]);
-    let e = run_op(mod_kernel, "Mod", vec![], 13, &[&x, &x]).unwrap_err();
+    let e = run_op("Mod", vec![], 13, &[&x, &x]).unwrap_err();
     assert_eq!(
         e,
         "Mod: fmod=0 on float32 inputs needs opset 28 (before it the spec requires fmod=1 for floats)"
     );
     let a = i64s(&[2], &[1, 2]);
-    let e = run_op(mod_kernel, "Mod", vec![], 13, &[&a, &i64s(&[2], &[1, 0])]).unwrap_err();
+    let e = run_op("Mod", vec![], 13, &[&a, &i64s(&[2], &[1, 0])]).unwrap_err();
     assert_eq!(e, "Mod: integer division by zero");
-    let e = run_op(mod_kernel, "Mod", vec![attr::int("fmod", 2)], 13, &[&a, &a]).unwrap_err();
+    let e = run_op("Mod", vec![attr::int("fmod", 2)], 13, &[&a, &a]).unwrap_err();
     assert_eq!(e, "attribute 'fmod' must be 0 or 1, got 2");
-    let e = run_op(mod_kernel, "Mod", vec![], 13, &[&a, &i32s(&[1], &[1])]).unwrap_err();
+    let e = run_op("Mod", vec![], 13, &[&a, &i32s(&[1], &[1])]).unwrap_err();
     assert_eq!(e, "Mod: input types differ: int64 and int32");
-    let e = run_op(
-        mod_kernel,
-        "Mod",
-        vec![],
-        13,
-        &[&a, &i64s(&[3], &[1, 2, 3])],
-    )
-    .unwrap_err();
+    let e = run_op("Mod", vec![], 13, &[&a, &i64s(&[3], &[1, 2, 3])]).unwrap_err();
     assert!(e.contains("cannot be broadcast"), "{e}");
 }
 
 fn shift(dir: &str, opset: i64, x: &Tensor, s: &Tensor) -> Result<Tensor, String> {
     let attrs = vec![attr::string("direction", dir)];
-    run_op(int_binary::<BitShift>, "BitShift", attrs, opset, &[x, s])
+    run_op("BitShift", attrs, opset, &[x, s])
 }
 
 #[test]
@@ -174,7 +161,7 @@ fn bit_shift_refusals() {
         e,
         "attribute 'direction' must be 'LEFT' or 'RIGHT', got 'UP'"
     );
-    let e = run_op(int_binary::<BitShift>, "BitShift", vec![], 11, &[&x, &x]).unwrap_err();
+    let e = run_op("BitShift", vec![], 11, &[&x, &x]).unwrap_err();
     assert_eq!(e, "attribute 'direction' is required");
     let f = f32s(&[1], &[1.]);
     let e = shift("LEFT", 11, &f, &f).unwrap_err();
@@ -187,54 +174,26 @@ fn bit_shift_refusals() {
 fn bitwise_ops() {
     let x = i32s(&[2], &[12, -1]);
     let y = i32s(&[2], &[10, 5]);
-    let and = run_op(
-        int_binary::<BitwiseAnd>,
-        "BitwiseAnd",
-        vec![],
-        18,
-        &[&x, &y],
-    );
+    let and = run_op("BitwiseAnd", vec![], 18, &[&x, &y]);
     assert_eq!(and.unwrap(), i32s(&[2], &[8, 5]));
-    let or = run_op(int_binary::<BitwiseOr>, "BitwiseOr", vec![], 18, &[&x, &y]);
+    let or = run_op("BitwiseOr", vec![], 18, &[&x, &y]);
     assert_eq!(or.unwrap(), i32s(&[2], &[14, -1]));
-    let xor = run_op(
-        int_binary::<BitwiseXor>,
-        "BitwiseXor",
-        vec![],
-        18,
-        &[&x, &y],
-    );
+    let xor = run_op("BitwiseXor", vec![], 18, &[&x, &y]);
     assert_eq!(xor.unwrap(), i32s(&[2], &[6, -6]));
     let x = i64s(&[2, 2], &[1, 2, 3, 4]);
-    let and = run_op(
-        int_binary::<BitwiseAnd>,
-        "BitwiseAnd",
-        vec![],
-        18,
-        &[&x, &i64s(&[], &[6])],
-    );
+    let and = run_op("BitwiseAnd", vec![], 18, &[&x, &i64s(&[], &[6])]);
     assert_eq!(and.unwrap(), i64s(&[2, 2], &[0, 2, 2, 4]));
-    let not = run_op(
-        bitwise_not,
-        "BitwiseNot",
-        vec![],
-        18,
-        &[&i64s(&[3], &[0, -1, 5])],
-    );
+    let not = run_op("BitwiseNot", vec![], 18, &[&i64s(&[3], &[0, -1, 5])]);
     assert_eq!(not.unwrap(), i64s(&[3], &[-1, 0, -6]));
     let b = bools(&[1], &[true]);
-    let e = run_op(bitwise_not, "BitwiseNot", vec![], 18, &[&b]).unwrap_err();
+    let e = run_op("BitwiseNot", vec![], 18, &[&b]).unwrap_err();
     assert_eq!(e, "BitwiseNot: element type bool is not supported");
-    let e = run_op(int_binary::<BitwiseOr>, "BitwiseOr", vec![], 18, &[&b, &b]).unwrap_err();
+    let e = run_op("BitwiseOr", vec![], 18, &[&b, &b]).unwrap_err();
     assert_eq!(e, "BitwiseOr: element type bool is not supported");
 }
 
 fn variadic(op: &str, opset: i64, inputs: &[&Tensor]) -> Result<Tensor, String> {
-    let n = node(op, vec![]);
-    let k = crate::ops::resolve(&n, opset)
-        .map_err(|e| e.to_string())?
-        .kernel();
-    run_first(k, &n, opset, inputs)
+    run_op(op, vec![], opset, inputs)
 }
 
 #[test]
