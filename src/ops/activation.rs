@@ -23,10 +23,10 @@
 //! says otherwise. Versions 1 (whose `consumed_inputs` only mattered to old runtimes; Selu 1 also
 //! had other defaults) are not covered, and version 6 of PRelu (another broadcasting rule)
 //! neither. The later versions listed only widened the type lists, except Clip 11 (bounds
-//! moved from attributes to inputs); the kernels accept the types a later version added at every
-//! version (float64 Celu before 28, integer Clip before 12, integer PRelu before 9). NaN propagates through every max/min (numpy's
-//! `maximum`/`minimum`). Softplus is computed as max(x, 0) + ln(1 + exp(-|x|)), which neither
-//! overflows nor loses small results.
+//! moved from attributes to inputs); the kernels accept the types a later version added at
+//! every version (float64 Celu before 28, integer Clip before 12, integer PRelu before 9). NaN
+//! propagates through every max/min (numpy's `maximum`/`minimum`). Softplus is computed as
+//! max(x, 0) + ln(1 + exp(-|x|)), which neither overflows nor loses small results.
 //!
 //! Code size (the wasm budget) shapes the kernels: every float function here and math.rs's
 //! trigonometry is a value of [`Act`], parsed into the one op type [`FloatFn`] and computed by
