@@ -14,6 +14,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use fuselab::builder::{dims, GraphBuilder};
 use fuselab::ir::node::attr;
 use fuselab::ir::{Model, ValueId};
+use fuselab::onnx::proto::AttributeProto;
 use fuselab::runtime::reference::Executor;
 use fuselab::runtime::webgpu::{Gpu, GpuSession};
 use fuselab::{DType, Limits, Tensor};
@@ -132,6 +133,68 @@ fn unary_and_binary_ops_broadcast(gpu: &Gpu) {
         });
         check(gpu, &b.build(), &[("x", Tensor::F32(xs))], 2e-6);
     }
+}
+
+/// activation.rs's lowerings: one float32 dispatch each, attributes baked in as literals.
+fn activations(gpu: &Gpu) {
+    let cases: Vec<(&str, i64, Vec<AttributeProto>)> = vec![
+        ("LeakyRelu", 16, vec![attr::float("alpha", 0.1)]),
+        ("Elu", 22, vec![attr::float("alpha", 0.5)]),
+        ("Selu", 22, vec![]),
+        ("Celu", 12, vec![attr::float("alpha", 1.5)]),
+        ("HardSigmoid", 22, vec![]),
+        ("HardSwish", 22, vec![]),
+        ("Softplus", 22, vec![]),
+        ("Softsign", 22, vec![]),
+        ("Mish", 22, vec![]),
+        ("ThresholdedRelu", 22, vec![attr::float("alpha", 0.3)]),
+        ("Swish", 24, vec![attr::float("alpha", 1.5)]),
+        (
+            "Shrink",
+            9,
+            vec![attr::float("lambd", 0.7), attr::float("bias", 0.2)],
+        ),
+        ("Gelu", 20, vec![]),
+        ("Gelu", 20, vec![attr::string("approximate", "tanh")]),
+        (
+            "Clip",
+            6,
+            vec![attr::float("min", -0.5), attr::float("max", 2.0)],
+        ),
+    ];
+    let xs = Tensor::F32(seeded_f32(&[300], 8).as_f32().unwrap().mapv(|v| v * 4.0));
+    for (op, opset, attrs) in cases {
+        let mut b = GraphBuilder::new("g", opset);
+        let x = f32_in(&mut b, "x", &[300]);
+        let z = b.op(op, &[x], attrs);
+        b.output(z, "z");
+        let n = check(gpu, &b.build(), &[("x", xs.clone())], 1e-5);
+        assert_eq!(n, 1, "{op}");
+    }
+    // Clip's bounds as inputs (opset 11 on), both or only a min.
+    for bounds in [&[-0.5f32, 2.0][..], &[-0.5]] {
+        let mut b = GraphBuilder::new("g", 13);
+        let x = f32_in(&mut b, "x", &[300]);
+        let mut ins = vec![x];
+        for (i, &v) in bounds.iter().enumerate() {
+            ins.push(b.initializer(&format!("b{i}"), &Tensor::scalar_f32(v)));
+        }
+        let z = b.op("Clip", &ins, vec![]);
+        b.output(z, "z");
+        let n = check(gpu, &b.build(), &[("x", xs.clone())], 0.0);
+        assert_eq!(n, 1, "Clip {bounds:?}");
+    }
+    // PRelu's slope broadcasts to X.
+    let mut b = GraphBuilder::new("g", 16);
+    let x = f32_in(&mut b, "x", &[7, 13, 3]);
+    let s = f32_in(&mut b, "s", &[13, 1]);
+    let z = b.op("PRelu", &[x, s], vec![]);
+    b.output(z, "z");
+    let ins = [
+        ("x", seeded_f32(&[7, 13, 3], 9)),
+        ("s", seeded_f32(&[13, 1], 10)),
+    ];
+    assert_eq!(check(gpu, &b.build(), &ins, 1e-6), 1);
 }
 
 fn comparisons_where_cast_expand(gpu: &Gpu) {
@@ -785,6 +848,7 @@ const CASES: &[Case] = &[
         "unary_and_binary_ops_broadcast",
         unary_and_binary_ops_broadcast,
     ),
+    ("activations", activations),
     (
         "comparisons_where_cast_expand",
         comparisons_where_cast_expand,

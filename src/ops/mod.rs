@@ -30,6 +30,7 @@ mod common;
 mod fastmath;
 mod window;
 
+pub mod activation;
 pub mod arg;
 pub mod attention;
 pub mod cast;
@@ -46,6 +47,7 @@ pub mod gelu;
 pub mod index_ops;
 pub mod lanes;
 pub mod layout;
+pub mod math;
 pub mod matmul;
 pub mod norm;
 pub mod pad;
