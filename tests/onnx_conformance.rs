@@ -38,6 +38,18 @@ const EXPECTED: &str = "tests/onnx_conformance_expected.txt";
 /// Set to `1`, the run rewrites EXPECTED from its passing cases.
 const BLESS: &str = "FUSELAB_BLESS";
 
+/// Cases that fail by design, each with why: counted as failed in docs/conformance.md, but not a
+/// test failure. A listed case that passes is reported so the entry can go.
+const KNOWN_FAILURES: &[(&str, &str)] = &[
+    ("test_training_dropout", DROPOUT_RNG),
+    ("test_training_dropout_default", DROPOUT_RNG),
+    ("test_training_dropout_default_mask", DROPOUT_RNG),
+    ("test_training_dropout_mask", DROPOUT_RNG),
+];
+const DROPOUT_RNG: &str = "training-mode Dropout's expected mask is numpy's global random stream \
+     (np.random.seed(0)); the spec leaves the generator open, and the kernel refuses training \
+     mode with a nonzero ratio";
+
 enum Outcome {
     /// Passed; `true` when the lowered graph has a FusedElementwise node.
     Pass(bool),
@@ -340,6 +352,9 @@ fn onnx_node_tests() {
         let (result, detail) = match run_case(c) {
             Outcome::Pass(f) => {
                 pass += 1;
+                if KNOWN_FAILURES.iter().any(|(k, _)| *k == name) {
+                    println!("conformance: {name} passes: remove it from KNOWN_FAILURES");
+                }
                 fused += usize::from(f);
                 got.insert(name.clone(), Ok(f));
                 let detail = if f {
@@ -351,7 +366,9 @@ fn onnx_node_tests() {
             }
             Outcome::Fail(e) => {
                 fail += 1;
-                failures.push(format!("{name}: {e}"));
+                if !KNOWN_FAILURES.iter().any(|(k, _)| *k == name) {
+                    failures.push(format!("{name}: {e}"));
+                }
                 got.insert(name.clone(), Err(format!("fails: {e}")));
                 ("fail", e)
             }
@@ -511,15 +528,12 @@ fn manifest_cases(corpus: &Path) -> BTreeMap<String, CaseInfo> {
 /// `ReduceLogSumExp` -> `reduce_log_sum_exp`, as the case generators name their cases.
 fn snake(op: &str) -> String {
     let mut s = String::new();
-    for (i, ch) in op.chars().enumerate() {
-        let prev_lower = i > 0
-            && op[..i]
-                .chars()
-                .last()
-                .is_some_and(|p| p.is_ascii_lowercase());
+    let mut prev_lower = false;
+    for ch in op.chars() {
         if ch.is_ascii_uppercase() && prev_lower {
             s.push('_');
         }
+        prev_lower = ch.is_ascii_lowercase();
         s.push(ch.to_ascii_lowercase());
     }
     s

@@ -28,9 +28,11 @@ struct Step<'m> {
     /// The op computes on the compute types only (see `Op::any_element_type`): storage-typed
     /// inputs are widened first.
     widens: bool,
-    /// Per output: the storage type its value is declared to have, to narrow the kernel's
-    /// compute-typed result to.
-    narrow_to: Vec<Option<DType>>,
+    /// Per output: its declared (or inferred) element type, if known. A kernel's compute-typed
+    /// result is narrowed to a declared storage type.
+    declared: Vec<Option<DType>>,
+    /// Some output is declared with a storage type.
+    narrows: bool,
     /// If/Loop/Scan: the body graphs by attribute name, as models planned (and checked) once
     /// here and run by `control`.
     bodies: Vec<(String, Model)>,
@@ -150,14 +152,12 @@ impl<'m> Executor<'m> {
                     also: String::new(),
                 });
             }
-            let narrow_to = node
+            let declared: Vec<Option<DType>> = node
                 .outputs
                 .iter()
-                .map(|v| {
-                    let d = g.value((*v)?).ty.dtype?;
-                    (!d.is_compute() && d.compute().is_some()).then_some(d)
-                })
+                .map(|v| g.value((*v)?).ty.dtype)
                 .collect();
+            let narrows = declared.iter().flatten().any(|d| !d.is_compute());
             steps.push(Step {
                 node: id,
                 kernel: op.kernel(),
@@ -166,7 +166,8 @@ impl<'m> Executor<'m> {
                 opset,
                 free_after: Vec::new(),
                 relabel: None,
-                narrow_to,
+                declared,
+                narrows,
                 bodies,
             });
         }
@@ -384,11 +385,11 @@ impl<'m> Executor<'m> {
                     .flatten()
                     .map(|t| t.dtype())
                     .find(|d| !d.is_compute());
-                narrow_outputs(outs, &step.narrow_to, first).map_err(kernel_err)?
+                narrow_outputs(outs, &step.declared, first).map_err(kernel_err)?
             } else {
                 let outs = (step.kernel)(&ctx, &args).map_err(kernel_err)?;
-                if step.narrow_to.iter().any(Option::is_some) {
-                    narrow_outputs(outs, &step.narrow_to, None).map_err(kernel_err)?
+                if step.narrows {
+                    narrow_outputs(outs, &step.declared, None).map_err(kernel_err)?
                 } else {
                     outs
                 }
@@ -445,17 +446,18 @@ impl<'m> Executor<'m> {
 }
 
 /// Stores each output in its declared storage type (`Tensor::narrow`); outputs already of that
-/// type, or of a compute type that was declared, pass through.
+/// type, or declared with a compute type, pass through. An output of unknown type takes
+/// `fallback` when the kernel left it in that type's compute type.
 fn narrow_outputs(
     outs: Vec<Tensor>,
-    narrow_to: &[Option<DType>],
+    declared: &[Option<DType>],
     fallback: Option<DType>,
 ) -> std::result::Result<Vec<Tensor>, String> {
     outs.into_iter()
         .enumerate()
         .map(|(i, t)| {
-            let declared = narrow_to.get(i).copied().flatten();
-            let to = match (declared, fallback) {
+            let to = match (declared.get(i).copied().flatten(), fallback) {
+                (Some(d), _) if d.is_compute() => return Ok(t),
                 (Some(d), _) => d,
                 (None, Some(f)) if f.compute() == Some(t.dtype()) => f,
                 _ => return Ok(t),
