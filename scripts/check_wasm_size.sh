@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The npm package's size budget: the shipped .wasm (pkg/fuselab_bg.wasm, as scripts/build_wasm.sh
-# leaves it after wasm-opt -Oz) must be at most 1.5 MB raw and 500 KB gzipped (gzip -9), in
+# leaves it after wasm-opt -Oz) must be at most 2.5 MB raw and 800 KB gzipped (gzip -9), in
 # decimal units (1 MB = 1,000,000 bytes; docs/benchmarks.md has the history). Prints both figures;
 # exits 1 naming the figure over budget. scripts/test.sh runs it after `npm run build`.
 #
@@ -8,8 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RAW_BUDGET=1500000
-GZIP_BUDGET=500000
+RAW_BUDGET=2500000
+GZIP_BUDGET=800000
 
 wasm=${1:-pkg/fuselab_bg.wasm}
 if [ ! -f "$wasm" ]; then

@@ -103,4 +103,16 @@ impl<'a> Attrs<'a> {
             }
         }
     }
+
+    /// A GRAPH attribute (If's branches, Loop's and Scan's bodies).
+    pub fn graph(&self, name: &str) -> R<Option<&'a crate::onnx::proto::GraphProto>> {
+        match self.typed(name, at::GRAPH)? {
+            None => Ok(None),
+            Some(a) => {
+                a.g.as_deref()
+                    .map(Some)
+                    .ok_or_else(|| format!("attribute '{name}' is a GRAPH without a graph"))
+            }
+        }
+    }
 }

@@ -21,21 +21,11 @@ use crate::tensor::Tensor;
 
 type P = Result<Box<dyn Op>, String>;
 
-/// The graph held by attribute `name`, if any.
-pub fn graph_attr<'a>(cx_node: &'a crate::ir::Node, name: &str) -> Option<&'a GraphProto> {
-    cx_node
-        .attributes()
-        .iter()
-        .find(|a| a.name == name)
-        .and_then(|a| a.g.as_deref())
-}
-
-fn require(a: &Attrs, op: &str, name: &str) -> Result<(), String> {
-    if a.has(name) {
-        Ok(())
-    } else {
-        Err(format!("{op}: attribute '{name}' (a graph) is missing"))
-    }
+/// The graph attribute `name`, held by the op from parse on (the executor plans it as a body).
+fn require(a: &Attrs, op: &str, name: &str) -> Result<GraphProto, String> {
+    a.graph(name)?
+        .cloned()
+        .ok_or_else(|| format!("{op}: attribute '{name}' (a graph) is missing"))
 }
 
 /// The declared output types of a body graph.
@@ -92,20 +82,30 @@ fn refuse(_: &KernelCtx, _: &[Option<&Tensor>]) -> KernelResult {
 }
 
 #[derive(Debug)]
-pub struct If;
+pub struct If {
+    pub then_branch: GraphProto,
+    pub else_branch: GraphProto,
+}
 
 impl If {
     pub fn parse(a: &Attrs) -> P {
-        require(a, "If", "then_branch")?;
-        require(a, "If", "else_branch")?;
-        Ok(Box::new(If))
+        Ok(Box::new(If {
+            then_branch: require(a, "If", "then_branch")?,
+            else_branch: require(a, "If", "else_branch")?,
+        }))
     }
 }
 
 impl Op for If {
+    fn bodies(&self) -> Vec<(&str, &GraphProto)> {
+        vec![
+            ("then_branch", &self.then_branch),
+            ("else_branch", &self.else_branch),
+        ]
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
-        let t = body_outputs(graph_attr(cx.node, "then_branch"));
-        let e = body_outputs(graph_attr(cx.node, "else_branch"));
+        let t = body_outputs(Some(&self.then_branch));
+        let e = body_outputs(Some(&self.else_branch));
         (0..cx.node.outputs.len())
             .map(|i| match (t.get(i), e.get(i)) {
                 (Some(a), Some(b)) => merge(a, b),
@@ -122,18 +122,24 @@ impl Op for If {
 }
 
 #[derive(Debug)]
-pub struct Loop;
+pub struct Loop {
+    pub body: GraphProto,
+}
 
 impl Loop {
     pub fn parse(a: &Attrs) -> P {
-        require(a, "Loop", "body")?;
-        Ok(Box::new(Loop))
+        Ok(Box::new(Loop {
+            body: require(a, "Loop", "body")?,
+        }))
     }
 }
 
 impl Op for Loop {
+    fn bodies(&self) -> Vec<(&str, &GraphProto)> {
+        vec![("body", &self.body)]
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
-        let body = body_outputs(graph_attr(cx.node, "body"));
+        let body = body_outputs(Some(&self.body));
         let n = cx.node.inputs.len().saturating_sub(2);
         (0..cx.node.outputs.len())
             .map(|i| match body.get(i + 1) {
@@ -157,6 +163,7 @@ impl Op for Loop {
 
 #[derive(Debug)]
 pub struct Scan {
+    pub body: GraphProto,
     pub num_scan_inputs: usize,
     pub input_axes: Vec<i64>,
     pub input_directions: Vec<i64>,
@@ -166,7 +173,7 @@ pub struct Scan {
 
 impl Scan {
     pub fn parse(a: &Attrs) -> P {
-        require(a, "Scan", "body")?;
+        let body = require(a, "Scan", "body")?;
         let m = a
             .opt_int("num_scan_inputs")?
             .ok_or("Scan: attribute 'num_scan_inputs' is missing")?;
@@ -190,6 +197,7 @@ impl Scan {
             Ok(v)
         };
         Ok(Box::new(Scan {
+            body,
             num_scan_inputs: m,
             input_axes: list("scan_input_axes", Some(m))?,
             input_directions: list("scan_input_directions", Some(m))?,
@@ -200,8 +208,11 @@ impl Scan {
 }
 
 impl Op for Scan {
+    fn bodies(&self) -> Vec<(&str, &GraphProto)> {
+        vec![("body", &self.body)]
+    }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
-        let body = body_outputs(graph_attr(cx.node, "body"));
+        let body = body_outputs(Some(&self.body));
         let n = cx.node.inputs.len().saturating_sub(self.num_scan_inputs);
         (0..cx.node.outputs.len())
             .map(|i| match body.get(i) {

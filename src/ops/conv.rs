@@ -145,8 +145,10 @@ impl ConvTranspose {
         let (s, d) = (w.stride(i), w.dilation(i));
         let op = self.output_padding.as_ref().and_then(|p| p.get(i).copied());
         let full = s
-            .saturating_mul(inp - 1)
-            .saturating_add(op.unwrap_or(0) + d.saturating_mul(k - 1) + 1);
+            .saturating_mul(inp.saturating_sub(1))
+            .saturating_add(op.unwrap_or(0))
+            .saturating_add(d.saturating_mul(k.saturating_sub(1)))
+            .saturating_add(1);
         let same = matches!(w.auto_pad, AutoPad::SameUpper | AutoPad::SameLower);
         let (out, pb, pe) = match self.requested(i, n)? {
             Some(o) => (o, None, None),
@@ -154,7 +156,7 @@ impl ConvTranspose {
             None if w.auto_pad == AutoPad::Valid => (full, Some(0), Some(0)),
             None => {
                 let (pb, pe) = w.pad(i, n);
-                (full - pb - pe, Some(pb), Some(pe))
+                (full.saturating_sub(pb).saturating_sub(pe), Some(pb), Some(pe))
             }
         };
         if out < 0 || (inp > 0 && out == 0 && pb.is_some()) {
@@ -165,7 +167,7 @@ impl ConvTranspose {
         if let (Some(pb), Some(pe)) = (pb, pe) {
             return Ok((out, pb, pe));
         }
-        let total = full - out;
+        let total = full.saturating_sub(out);
         let half = total.div_euclid(2);
         let upper = w.auto_pad == AutoPad::SameUpper;
         Ok(if upper != self.upper_first {

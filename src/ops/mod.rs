@@ -134,6 +134,11 @@ pub trait Op: Any + Debug + Send + Sync {
     fn any_element_type(&self) -> bool {
         false
     }
+    /// The graphs the op runs (If's branches, Loop's and Scan's bodies), by attribute name:
+    /// the reference executor plans each as a nested model.
+    fn bodies(&self) -> Vec<(&str, &crate::onnx::proto::GraphProto)> {
+        Vec::new()
+    }
 }
 
 /// Why a node has no usable op.

@@ -213,15 +213,20 @@ impl Window {
     /// length `inp` and kernel `k`.
     fn out_len(&self, i: usize, n: usize, inp: i64, k: i64) -> R<(i64, i64, i64)> {
         let (s, d) = (self.stride(i), self.dilation(i));
-        let ek = d.saturating_mul(k - 1).saturating_add(1);
+        let ek = d.saturating_mul(k.saturating_sub(1)).saturating_add(1);
         if matches!(self.auto_pad, AutoPad::SameUpper | AutoPad::SameLower) {
             let out = inp.saturating_add(s - 1) / s;
-            let total = ((out - 1).saturating_mul(s) + ek - inp).max(0);
+            let total = out
+                .saturating_sub(1)
+                .saturating_mul(s)
+                .saturating_add(ek)
+                .saturating_sub(inp)
+                .max(0);
             let small = total / 2;
             let pads = if self.auto_pad == AutoPad::SameUpper {
-                (small, total - small)
+                (small, total.saturating_sub(small))
             } else {
-                (total - small, small)
+                (total.saturating_sub(small), small)
             };
             return Ok((out, pads.0, pads.1));
         }
@@ -230,7 +235,12 @@ impl Window {
         } else {
             self.pad(i, n)
         };
-        let span = inp + pb + pe - ek;
+        // Hostile pads or dims must not overflow: checked, and an overflow is an error.
+        let span = inp
+            .checked_add(pb)
+            .and_then(|v| v.checked_add(pe))
+            .and_then(|v| v.checked_sub(ek))
+            .ok_or_else(|| format!("spatial axis {i}: input {inp} + pads {pb}, {pe} overflows"))?;
         if span < 0 {
             return Err(format!(
                 "the kernel's extent {ek} (kernel {k}, dilation {d}) is larger than the padded \
@@ -239,8 +249,8 @@ impl Window {
         }
         let mut out = span / s + 1;
         if self.ceil_mode && self.auto_pad == AutoPad::NotSet {
-            out = (span + s - 1) / s + 1;
-            if (out - 1) * s >= inp + pb {
+            out = span.saturating_add(s - 1) / s + 1;
+            if out.saturating_sub(1).saturating_mul(s) >= inp.saturating_add(pb) {
                 out -= 1;
             }
         }

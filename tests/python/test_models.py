@@ -51,18 +51,8 @@ from real_models import (
 # What fuselab cannot do yet on a model other than lacking an op: model id -> (check -> the exact
 # text its error contains), with why. Checks: "run", "optimize" (with parity), "no_parity".
 KNOWN_FAILURES: dict[str, dict[str, str]] = {
-    # Two nodes share the name 'F0::anon' (the file comes from OpenVINO's tooling). onnx.checker
-    # and onnxruntime accept that; fuselab's graph verification refuses it on load.
-    "tests/data/models/silero-vad/silero_vad_openvino_16k.onnx": {
-        check: "graph verification failed: two nodes are named 'F0::anon'"
-        for check in ("run", "optimize", "no_parity")
-    },
-    # float16 weights: the reference backend stores float16 tensors but has no kernels on them
-    # yet (optimize --no-parity, which runs no kernel, works).
-    "tests/models/zoo/gpt2_tiny_fp16.onnx": {
-        check: "element type float16 is stored but not computed on by the reference backend"
-        for check in ("run", "optimize")
-    },
+    # Empty: the OpenVINO silero file (repeated node names) and the fp16 GPT-2 (float16 compute)
+    # both load and run since issue 14's element types; an entry here needs the exact error text.
 }
 
 MODELS = real_model_files()

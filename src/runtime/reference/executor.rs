@@ -136,13 +136,11 @@ impl<'m> Executor<'m> {
             let is_control = node.is_onnx_domain() && super::control::is_control(&node.op_type);
             let mut bodies = Vec::new();
             if is_control {
-                for a in node.attributes() {
-                    if let Some(gp) = a.g.as_deref() {
-                        let body = crate::io::load::subgraph_model(gp, &model.proto)?;
-                        // Plans the body once now: an op it lacks fails here, not mid-run.
-                        Executor::new(&body, limits)?;
-                        bodies.push((a.name.clone(), body));
-                    }
+                for (name, gp) in op.bodies() {
+                    let body = crate::io::load::subgraph_model(gp, &model.proto)?;
+                    // Plans the body once now: an op it lacks fails here, not mid-run.
+                    Executor::new(&body, limits)?;
+                    bodies.push((name.to_string(), body));
                 }
             } else if !node.implicit_inputs.is_empty() || node.has_subgraphs() {
                 return Err(Error::UnsupportedOp {
