@@ -156,7 +156,11 @@ impl ConvTranspose {
             None if w.auto_pad == AutoPad::Valid => (full, Some(0), Some(0)),
             None => {
                 let (pb, pe) = w.pad(i, n);
-                (full.saturating_sub(pb).saturating_sub(pe), Some(pb), Some(pe))
+                (
+                    full.saturating_sub(pb).saturating_sub(pe),
+                    Some(pb),
+                    Some(pe),
+                )
             }
         };
         if out < 0 || (inp > 0 && out == 0 && pb.is_some()) {
