@@ -113,7 +113,8 @@ pub(crate) struct Common {
 
 #[derive(Args, Clone)]
 pub(crate) struct RunArgs {
-    /// Size of a symbolic dim, NAME=VALUE (repeatable). Unset symbolic dims are 8.
+    /// Size of a symbolic dim, NAME=VALUE (repeatable); `?=VALUE` sizes every unnamed dim.
+    /// Unset dims are 8.
     #[arg(long = "dim", value_name = "NAME=VALUE")]
     dims: Vec<String>,
     /// Seed for random inputs.

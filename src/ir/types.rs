@@ -111,8 +111,14 @@ impl TensorType {
                     s.dim
                         .iter()
                         .map(|d| match &d.value {
-                            Some(ProtoDim::DimValue(v)) => Dim::Known(*v),
-                            Some(ProtoDim::DimParam(p)) if !p.is_empty() => Dim::Sym(p.clone()),
+                            // Exporters spell "any size" as dim_value -1 or dim_param "?"
+                            // (paddle2onnx, on both H and W of one input): unknown, not a
+                            // size or a name that binds equal dims (this crate prints
+                            // Unknown as "?").
+                            Some(ProtoDim::DimValue(v)) if *v >= 0 => Dim::Known(*v),
+                            Some(ProtoDim::DimParam(p)) if !p.is_empty() && p != "?" => {
+                                Dim::Sym(p.clone())
+                            }
                             _ => Dim::Unknown,
                         })
                         .collect()

@@ -35,6 +35,7 @@ impl Rng {
 }
 
 /// Concrete dims for an input: known dims as declared, symbolic ones from `dims` (by name) or
+/// `DEFAULT_DIM`; unnamed (unknown) dims from `dims["?"]`, the way such dims print, or
 /// `DEFAULT_DIM`.
 pub fn concrete_shape(shape: &[Dim], dims: &HashMap<String, usize>) -> Vec<usize> {
     shape
@@ -42,7 +43,7 @@ pub fn concrete_shape(shape: &[Dim], dims: &HashMap<String, usize>) -> Vec<usize
         .map(|d| match d {
             Dim::Known(v) => (*v).max(0) as usize,
             Dim::Sym(s) => dims.get(s).copied().unwrap_or(DEFAULT_DIM),
-            Dim::Unknown => DEFAULT_DIM,
+            Dim::Unknown => dims.get("?").copied().unwrap_or(DEFAULT_DIM),
         })
         .collect()
 }
@@ -165,6 +166,19 @@ pub fn random_inputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unnamed_dims_take_the_question_mark_size() {
+        let shape = [
+            Dim::Unknown,
+            Dim::Known(3),
+            Dim::Sym("S".into()),
+            Dim::Unknown,
+        ];
+        assert_eq!(concrete_shape(&shape, &HashMap::new()), vec![8, 3, 8, 8]);
+        let dims: HashMap<String, usize> = [("?".to_string(), 48), ("S".to_string(), 5)].into();
+        assert_eq!(concrete_shape(&shape, &dims), vec![48, 3, 5, 48]);
+    }
     use crate::builder::{dims, GraphBuilder};
 
     #[test]

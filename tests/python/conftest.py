@@ -232,7 +232,6 @@ ALLOWED_GAPS: dict[str, set[str]] = {
     f"{_VAD}/silero_vad_16k_op15.onnx": {"LSTM"},
     f"{_VAD}/silero_vad_16k_sequence.onnx": {"LSTM"},
     f"{_VAD}/silero_vad_half.onnx": {"LSTM"},
-    f"{_VAD}/silero_vad_op18_ifless.onnx": {"LSTM"},
     f"{_VAD}/silero_vad_openvino_16k.onnx": {"LSTM"},
     f"{_TORCHVISION}/mobilenet_v3_small.onnx": set(),
     f"{_TORCHVISION}/resnet18.onnx": set(),
