@@ -21,8 +21,7 @@
 use super::common::{check_out, input, norm_axis, unsupported_type};
 use super::infer::norm_axis as infer_axis;
 use super::transformer::{
-    check_skip, cvt, param_row, placeholder, required, row_major, same_type, shaped, stats_tensor,
-    vector_param, wanted, Real,
+    cvt, param_row, placeholder, required, row_major, shaped, skip_norm, stats_tensor, wanted, Real,
 };
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
@@ -123,7 +122,7 @@ impl Op for SkipSimplifiedLayerNormalization {
 /// RMS-normalizes `row` in place (`v / d * gamma`, `d = sqrt(mean(v²) + eps)`, statistics in
 /// `A`) and returns `1 / d`. `row` is not empty.
 #[inline]
-fn rms_row<T: Real, A: Real>(row: &mut [T], gamma: &[T], eps: A) -> A {
+pub(super) fn rms_row<T: Real, A: Real>(row: &mut [T], gamma: &[T], eps: A) -> A {
     let n = A::from_f64(row.len() as f64);
     let sq = row.iter().fold(A::ZERO, |s, &v| {
         let v = cvt::<T, A>(v);
@@ -209,96 +208,11 @@ fn simplified_typed<T: Real, A: Real>(
     Ok(outs)
 }
 
-/// com.microsoft SkipSimplifiedLayerNormalization (see the table above).
+/// com.microsoft SkipSimplifiedLayerNormalization (see the table above): SkipLayerNormalization's
+/// kernel without centering or beta (`transformer::skip_norm`).
 pub fn skip_simplified_layer_norm(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    const OP: &str = "SkipSimplifiedLayerNormalization";
-    match input(OP, inputs, 0)?.dtype() {
-        DType::F32 => skip_simplified_typed::<f32>(ctx, inputs),
-        DType::F64 => skip_simplified_typed::<f64>(ctx, inputs),
-        t => Err(unsupported_type(OP, t)),
-    }
-}
-
-fn skip_simplified_typed<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    const OP: &str = "SkipSimplifiedLayerNormalization";
-    let x = required::<T>(OP, inputs, 0)?;
-    let skip = required::<T>(OP, inputs, 1)?;
-    let gamma = required::<T>(OP, inputs, 2)?;
-    let bias = same_type::<T>(OP, inputs, 3)?;
-    let (n_out, want) = wanted(ctx, OP, 4)?;
-    let shape = x.shape();
-    let h = check_skip(OP, shape, skip.shape())?;
-    let gamma = vector_param(OP, "gamma", gamma, h)?;
-    let bias = bias.map(|b| vector_param(OP, "bias", b, h)).transpose()?;
     let eps = ctx.attrs::<SkipSimplifiedLayerNormalization>()?.epsilon;
-    let mut stat_shape = shape.to_vec();
-    stat_shape[shape.len() - 1] = 1;
-    let bits = T::DTYPE.bits().unwrap_or(64);
-    check_out(ctx, OP, shape, bits)?;
-    if want[3] {
-        check_out(ctx, OP, shape, bits)?;
-    }
-    if want[1] || want[2] {
-        check_out(ctx, OP, &stat_shape, 32)?;
-    }
-
-    let xs = row_major(OP, x)?;
-    let ss = row_major(OP, skip)?;
-    let total = xs.len();
-    let rows = total / h;
-    let mut y = vec![T::ZERO; total];
-    let mut sum = if want[3] {
-        vec![T::ZERO; total]
-    } else {
-        Vec::new()
-    };
-    let mut invs = Vec::with_capacity(if want[2] { rows } else { 0 });
-    let skip_rows = (ss.len() / h).max(1);
-    for (r, (yr, xr)) in y.chunks_exact_mut(h).zip(xs.chunks_exact(h)).enumerate() {
-        let sr = &ss[(r % skip_rows) * h..][..h];
-        for (j, (o, (&a, &s))) in yr.iter_mut().zip(xr.iter().zip(sr)).enumerate() {
-            *o = match &bias {
-                Some(b) => a + s + b[j],
-                None => a + s,
-            };
-        }
-        if want[3] {
-            sum[r * h..][..h].copy_from_slice(yr);
-        }
-        let inv = if T::DTYPE == DType::F64 {
-            rms_row::<T, f64>(yr, &gamma, eps as f64) as f32
-        } else {
-            rms_row::<T, f32>(yr, &gamma, eps)
-        };
-        if want[2] {
-            invs.push(inv);
-        }
-    }
-
-    let mut outs = vec![shaped(OP, shape, y)?];
-    if n_out > 1 {
-        // mean: onnxruntime leaves it unwritten; zeros here when the node names it.
-        outs.push(if want[1] {
-            shaped(OP, &stat_shape, vec![0f32; rows])?
-        } else {
-            placeholder(DType::F32)
-        });
-    }
-    if n_out > 2 {
-        outs.push(if want[2] {
-            shaped(OP, &stat_shape, invs)?
-        } else {
-            placeholder(DType::F32)
-        });
-    }
-    if n_out > 3 {
-        outs.push(if want[3] {
-            shaped(OP, shape, sum)?
-        } else {
-            placeholder(T::DTYPE)
-        });
-    }
-    Ok(outs)
+    skip_norm(ctx, inputs, "SkipSimplifiedLayerNormalization", true, eps)
 }
 
 #[cfg(test)]

@@ -542,41 +542,65 @@ pub(super) fn check_skip(op: &str, shape: &[usize], skip: &[usize]) -> Result<us
 /// of the hidden size. mean and inv_std_var are float32 (onnxruntime's type `U`), shaped as
 /// input with the last dim 1.
 pub fn skip_layer_norm(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    const OP: &str = "SkipLayerNormalization";
-    match input(OP, inputs, 0)?.dtype() {
-        DType::F32 => skip_layer_norm_typed::<f32>(ctx, inputs),
-        DType::F64 => skip_layer_norm_typed::<f64>(ctx, inputs),
-        t => Err(unsupported_type(OP, t)),
+    let eps = ctx.attrs::<SkipLayerNormalization>()?.epsilon;
+    skip_norm(ctx, inputs, "SkipLayerNormalization", false, eps)
+}
+
+/// SkipLayerNormalization and, with `simplified`, SkipSimplifiedLayerNormalization (rms.rs):
+/// one kernel. The simplified op has no beta (its bias is input 3, not 4), normalizes by the
+/// root mean square without centering, and its `mean` output, which onnxruntime leaves
+/// unwritten, is zeros here.
+pub(super) fn skip_norm(
+    ctx: &KernelCtx,
+    inputs: &[Option<&Tensor>],
+    op: &str,
+    simplified: bool,
+    eps: f32,
+) -> KernelResult {
+    match input(op, inputs, 0)?.dtype() {
+        DType::F32 => skip_norm_typed::<f32>(ctx, inputs, op, simplified, eps),
+        DType::F64 => skip_norm_typed::<f64>(ctx, inputs, op, simplified, eps),
+        t => Err(unsupported_type(op, t)),
     }
 }
 
-fn skip_layer_norm_typed<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    const OP: &str = "SkipLayerNormalization";
-    let x = required::<T>(OP, inputs, 0)?;
-    let skip = required::<T>(OP, inputs, 1)?;
-    let gamma = required::<T>(OP, inputs, 2)?;
-    let beta = same_type::<T>(OP, inputs, 3)?;
-    let bias = same_type::<T>(OP, inputs, 4)?;
-    let (n_out, want) = wanted(ctx, OP, 4)?;
+fn skip_norm_typed<T: Real>(
+    ctx: &KernelCtx,
+    inputs: &[Option<&Tensor>],
+    op: &str,
+    simplified: bool,
+    eps: f32,
+) -> KernelResult {
+    let x = required::<T>(op, inputs, 0)?;
+    let skip = required::<T>(op, inputs, 1)?;
+    let gamma = required::<T>(op, inputs, 2)?;
+    let (beta, bias) = if simplified {
+        (None, same_type::<T>(op, inputs, 3)?)
+    } else {
+        (
+            same_type::<T>(op, inputs, 3)?,
+            same_type::<T>(op, inputs, 4)?,
+        )
+    };
+    let (n_out, want) = wanted(ctx, op, 4)?;
     let shape = x.shape();
-    let h = check_skip(OP, shape, skip.shape())?;
-    let gamma = vector_param(OP, "gamma", gamma, h)?;
-    let beta = beta.map(|b| vector_param(OP, "beta", b, h)).transpose()?;
-    let bias = bias.map(|b| vector_param(OP, "bias", b, h)).transpose()?;
-    let eps = ctx.attrs::<SkipLayerNormalization>()?.epsilon;
+    let h = check_skip(op, shape, skip.shape())?;
+    let gamma = vector_param(op, "gamma", gamma, h)?;
+    let beta = beta.map(|b| vector_param(op, "beta", b, h)).transpose()?;
+    let bias = bias.map(|b| vector_param(op, "bias", b, h)).transpose()?;
     let mut stat_shape = shape.to_vec();
     stat_shape[shape.len() - 1] = 1;
     let bits = T::DTYPE.bits().unwrap_or(64);
-    check_out(ctx, OP, shape, bits)?;
+    check_out(ctx, op, shape, bits)?;
     if want[3] {
-        check_out(ctx, OP, shape, bits)?;
+        check_out(ctx, op, shape, bits)?;
     }
     if want[1] || want[2] {
-        check_out(ctx, OP, &stat_shape, 32)?;
+        check_out(ctx, op, &stat_shape, 32)?;
     }
 
-    let xs = row_major(OP, x)?;
-    let ss = row_major(OP, skip)?;
+    let xs = row_major(op, x)?;
+    let ss = row_major(op, skip)?;
     let total = xs.len();
     let mut y = vec![T::ZERO; total];
     let mut sum = if want[3] {
@@ -606,11 +630,17 @@ fn skip_layer_norm_typed<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -
         if want[3] {
             sum[r * h..][..h].copy_from_slice(yr);
         }
-        let (m, inv) = if T::DTYPE == DType::F64 {
-            let (m, inv) = normalize_row::<T, f64>(yr, &gamma, beta.as_deref(), eps as f64);
-            (m as f32, inv as f32)
-        } else {
-            normalize_row::<T, f32>(yr, &gamma, beta.as_deref(), eps)
+        let (m, inv) = match (simplified, T::DTYPE == DType::F64) {
+            (true, true) => (
+                0.0,
+                super::rms::rms_row::<T, f64>(yr, &gamma, eps as f64) as f32,
+            ),
+            (true, false) => (0.0, super::rms::rms_row::<T, f32>(yr, &gamma, eps)),
+            (false, true) => {
+                let (m, inv) = normalize_row::<T, f64>(yr, &gamma, beta.as_deref(), eps as f64);
+                (m as f32, inv as f32)
+            }
+            (false, false) => normalize_row::<T, f32>(yr, &gamma, beta.as_deref(), eps),
         };
         if want[1] {
             means.push(m);
@@ -620,11 +650,11 @@ fn skip_layer_norm_typed<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -
         }
     }
 
-    let mut outs = vec![shaped(OP, shape, y)?];
+    let mut outs = vec![shaped(op, shape, y)?];
     for (i, stats) in [(1, means), (2, invs)] {
         if i < n_out {
             outs.push(if want[i] {
-                shaped(OP, &stat_shape, stats)?
+                shaped(op, &stat_shape, stats)?
             } else {
                 placeholder(DType::F32)
             });
@@ -632,7 +662,7 @@ fn skip_layer_norm_typed<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -
     }
     if n_out > 3 {
         outs.push(if want[3] {
-            shaped(OP, shape, sum)?
+            shaped(op, shape, sum)?
         } else {
             placeholder(T::DTYPE)
         });
