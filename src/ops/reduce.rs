@@ -38,7 +38,34 @@ pub struct Reduce {
     pub noop_with_empty_axes: bool,
 }
 
+/// The reduced axes and the output shape of one reduction.
+pub(super) type Plan = (Vec<usize>, Vec<usize>);
+
 impl Reduce {
+    /// What every reduction kernel does first: the axes (`axes_for`) and output shape for
+    /// `data`, with the output checked against the limits; `None` for the identity.
+    pub(super) fn plan(
+        &self,
+        ctx: &KernelCtx,
+        op: &str,
+        inputs: &[Option<&Tensor>],
+        data: &Tensor,
+    ) -> Result<Option<Plan>, String> {
+        let Some(axes) = self.axes_for(op, inputs, data.shape().len())? else {
+            return Ok(None);
+        };
+        // Reducing an empty axis yields identity values over the other axes, which can be far
+        // larger than the (empty) input: check the output against the limit first.
+        check_out(
+            ctx,
+            op,
+            &kept_shape(data.shape(), &axes),
+            bits(data.dtype()),
+        )?;
+        let shape = self.out_shape(data.shape(), &axes);
+        Ok(Some((axes, shape)))
+    }
+
     /// `axes_input_since`: the first version taking the axes as input 1.
     pub(super) fn parse(a: &Attrs, axes_input_since: i64) -> Result<Reduce, String> {
         let as_input = a.opset >= axes_input_since;
@@ -228,18 +255,9 @@ fn reduce(
     r: &Reduce,
 ) -> KernelResult {
     let data = input(op, inputs, 0)?;
-    let Some(axes) = r.axes_for(op, inputs, data.shape().len())? else {
+    let Some((axes, shape)) = r.plan(ctx, op, inputs, data)? else {
         return Ok(vec![data.clone()]);
     };
-    // Reducing an empty axis yields identity values over the other axes, which can be far larger
-    // than the (empty) input: check the output against the limit first.
-    check_out(
-        ctx,
-        op,
-        &kept_shape(data.shape(), &axes),
-        bits(data.dtype()),
-    )?;
-    let shape = r.out_shape(data.shape(), &axes);
     Ok(vec![match data {
         Tensor::F32(a) => Tensor::F32(reduce_typed(op, a, &axes, &shape, mean)?),
         Tensor::F64(a) => Tensor::F64(reduce_typed(op, a, &axes, &shape, mean)?),
@@ -286,7 +304,7 @@ impl Reduce {
 }
 
 /// `shape` with the dims in `axes` set to 1 (the element count of a reduction's output).
-pub(super) fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
+fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
     let mut s = shape.to_vec();
     for &a in axes {
         if let Some(d) = s.get_mut(a) {

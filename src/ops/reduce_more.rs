@@ -18,9 +18,9 @@
 
 use ndarray::{ArrayD, IxDyn};
 
-use super::common::{bits, check_out, input, unsupported_type, Num};
+use super::common::{input, unsupported_type, Num};
 use super::lanes::{elements, Lanes};
-use super::reduce::{kept_shape, Reduce};
+use super::reduce::Reduce;
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
@@ -86,17 +86,9 @@ fn reduce(
     r: &Reduce,
 ) -> KernelResult {
     let data = input(op, inputs, 0)?;
-    let Some(axes) = r.axes_for(op, inputs, data.shape().len())? else {
+    let Some((axes, shape)) = r.plan(ctx, op, inputs, data)? else {
         return Ok(vec![data.clone()]);
     };
-    // An empty reduced axis fills the output with the identity: check its size first.
-    check_out(
-        ctx,
-        op,
-        &kept_shape(data.shape(), &axes),
-        bits(data.dtype()),
-    )?;
-    let shape = r.out_shape(data.shape(), &axes);
     let e = |e: ndarray::ShapeError| format!("{op}: {e}");
     Ok(vec![match data {
         Tensor::F32(a) => Tensor::F32(reduce_typed(a, &axes, &shape, kind).map_err(e)?),
