@@ -1,6 +1,11 @@
 //! Never panics: seeded byte mutations of real models (the example and every node-test model
 //! whose ops the reference backend runs) go through load, optimize and run. Each stage may fail
 //! with an error; none may panic. A panicking input is written to target/ to reproduce.
+//!
+//! The counts scale with `FUSELAB_MUTANTS` (a multiplier, default 1: a few tens of thousands of
+//! mutants in CI, in about a minute); the bench run of docs/benchmarks.md ("Bad input") uses
+//! `FUSELAB_MUTANTS=4 cargo test --release --test mutations -- --nocapture`, which prints the
+//! counts per test.
 
 mod common;
 
@@ -13,6 +18,14 @@ use fuselab::runtime::reference::Executor;
 use fuselab::Limits;
 
 const MUTANTS_PER_MODEL: usize = 60;
+
+/// The multiplier of every mutant count (`FUSELAB_MUTANTS`, default 1).
+fn scale() -> usize {
+    std::env::var("FUSELAB_MUTANTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
 
 /// How far a mutant got: 0 rejected at load, 1 loaded, 2 ran (original or optimized).
 fn exercise(bytes: &[u8], limits: &Limits) -> usize {
@@ -86,7 +99,7 @@ fn mutated_models_never_panic() {
     let mut rng = Rng::new(2026);
     let mut reached = [0usize; 3];
     for seed in &seeds {
-        for _ in 0..MUTANTS_PER_MODEL {
+        for _ in 0..MUTANTS_PER_MODEL * scale() {
             let bytes = mutate(&mut rng, seed);
             let Ok(stage) = catch_unwind(AssertUnwindSafe(|| exercise(&bytes, &limits))) else {
                 let out = common::repo().join("target/panicking-mutant.onnx");
@@ -176,7 +189,7 @@ fn edge_values_in_attributes_and_dims_never_panic() {
         if !g.node_ids().all(|id| runs(&m, id)) {
             continue;
         }
-        for _ in 0..40 {
+        for _ in 0..40 * scale() {
             let mutant = mutate_fields(&mut rng, &bytes);
             total += 1;
             let Ok(stage) = catch_unwind(AssertUnwindSafe(|| exercise(&mutant, &limits))) else {
@@ -193,6 +206,62 @@ fn edge_values_in_attributes_and_dims_never_panic() {
     }
     println!("{total} field mutants, {ran} ran, no panic");
     assert!(ran > 1000, "only {ran} mutants ran");
+}
+
+/// The real models: the committed exports (tests/models, tests/models/zoo) and the fetched ones
+/// under tests/data/models up to 4 MB (the OCR detectors' and the light CNNs' weights make each
+/// mutant slow without reaching more code: what the mutations change is the graph).
+fn real_models() -> Vec<std::path::PathBuf> {
+    let repo = common::repo();
+    let mut files = common::onnx_files(&repo.join("tests/models"));
+    files.extend(
+        common::onnx_files(&repo.join("tests/data/models"))
+            .into_iter()
+            .filter(|f| std::fs::metadata(f).is_ok_and(|m| m.len() <= 4 << 20)),
+    );
+    files
+}
+
+#[test]
+fn mutated_real_models_never_panic() {
+    let limits = Limits {
+        max_tensor_bytes: 16 << 20,
+    };
+    let files = real_models();
+    assert!(files.len() >= 15, "only {} real models", files.len());
+    let mut rng = Rng::new(14);
+    let mut reached = [0usize; 3];
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        for i in 0..12 * scale() {
+            // Alternate: bytes anywhere (mostly weights in these files), then the fields where
+            // dims, axes and attribute values live.
+            let mutant = if i % 2 == 0 {
+                mutate(&mut rng, &bytes)
+            } else {
+                mutate_fields(&mut rng, &bytes)
+            };
+            let Ok(stage) = catch_unwind(AssertUnwindSafe(|| exercise(&mutant, &limits))) else {
+                let out = common::repo().join("target/panicking-mutant.onnx");
+                std::fs::write(&out, &mutant).unwrap();
+                panic!(
+                    "a mutant of {} panicked; written to {}",
+                    f.display(),
+                    out.display()
+                );
+            };
+            reached[stage] += 1;
+        }
+    }
+    println!(
+        "{} mutants of {} real models, no panic: {} rejected at load, {} loaded but did not run, {} ran",
+        reached.iter().sum::<usize>(),
+        files.len(),
+        reached[0],
+        reached[1],
+        reached[2]
+    );
+    assert!(reached[2] > files.len(), "only {} mutants ran", reached[2]);
 }
 
 /// Whether the reference backend runs node `id` at the model's opset for its domain.

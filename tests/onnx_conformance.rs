@@ -117,9 +117,6 @@ fn unsupported(proto: &ModelProto, model: &Model) -> Option<String> {
                 n.domain, n.op_type
             ));
         }
-        if !n.implicit_inputs.is_empty() {
-            return Some(format!("op {} reads outer values in subgraphs", n.op_type));
-        }
     }
     let graph = proto.graph.as_ref()?;
     for (what, vi) in graph

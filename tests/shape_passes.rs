@@ -224,3 +224,63 @@ fn reshape_target_leaves_a_dim_it_cannot_place() {
         0.0
     );
 }
+
+/// Declares `v`'s shape as `dims` (what a tool's value_info would say).
+fn declare(b: &mut GraphBuilder, v: ValueId, dims: Vec<Dim>) {
+    b.graph.value_mut(v).ty = fuselab::ir::TensorType::new(DType::F32, dims);
+}
+
+fn shape_of(m: &Model, name: &str) -> Vec<Dim> {
+    let v = m.graph.find(name).unwrap();
+    m.graph.value(v).ty.shape.clone().unwrap()
+}
+
+#[test]
+fn fresh_symbols_on_declared_shapes_unify_with_what_inference_proves() {
+    // X [batch, 8] → Relu (declared [unk__1, 8]) → Sigmoid (declared [unk__2, ?]) → Add with a
+    // value declared [unk__1, 8] elsewhere too: every unk__ is batch, the ? is 8.
+    let mut b = GraphBuilder::new("unk", 17);
+    let x = b.input("X", DType::F32, vec![sym("batch"), Dim::Known(8)]);
+    let r = b.op("Relu", &[x], vec![]);
+    declare(&mut b, r, vec![sym("unk__1"), Dim::Known(8)]);
+    let s = b.op("Sigmoid", &[r], vec![]);
+    declare(&mut b, s, vec![sym("unk__2"), Dim::Unknown]);
+    let t = b.op("Tanh", &[x], vec![]);
+    declare(&mut b, t, vec![sym("unk__1"), Dim::Known(8)]);
+    let y = b.op("Add", &[s, t], vec![]);
+    b.output(y, "Y");
+    let m = b.build();
+    let want = vec![sym("batch"), Dim::Known(8)];
+    for v in [r, s, t, y] {
+        assert_eq!(
+            m.graph.value(v).ty.shape.as_ref().unwrap(),
+            &want,
+            "{}",
+            m.graph.name(v)
+        );
+    }
+    assert_eq!(shape_of(&m, "Y"), want);
+}
+
+#[test]
+fn interface_symbols_and_conflicting_proofs_are_not_renamed() {
+    // `n` names a graph input's dim: it is the interface and stays, even where inference says
+    // `batch`. `unk__7` is proved `batch` at one place and `m` at another: kept as declared.
+    let mut b = GraphBuilder::new("unk", 17);
+    let x = b.input("X", DType::F32, vec![sym("batch"), Dim::Known(4)]);
+    let z = b.input("Z", DType::F32, vec![sym("m"), Dim::Known(4)]);
+    let _w = b.input("W", DType::F32, vec![sym("n"), Dim::Known(4)]);
+    let r = b.op("Relu", &[x], vec![]);
+    declare(&mut b, r, vec![sym("n"), Dim::Known(4)]);
+    let a = b.op("Neg", &[x], vec![]);
+    declare(&mut b, a, vec![sym("unk__7"), Dim::Known(4)]);
+    let c = b.op("Neg", &[z], vec![]);
+    declare(&mut b, c, vec![sym("unk__7"), Dim::Known(4)]);
+    b.output(r, "R");
+    b.output(a, "A");
+    b.output(c, "C");
+    let m = b.build();
+    assert_eq!(shape_of(&m, "R"), vec![sym("n"), Dim::Known(4)]);
+    assert_eq!(shape_of(&m, "A"), vec![sym("unk__7"), Dim::Known(4)]);
+    assert_eq!(shape_of(&m, "C"), vec![sym("unk__7"), Dim::Known(4)]);
+}

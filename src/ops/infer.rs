@@ -74,11 +74,37 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
     }
 }
 
-/// Fills in unknown types and shapes of node outputs, in topological order.
+/// Fills in unknown types and shapes of node outputs, in topological order; then unifies the
+/// symbols that tools name afresh on declared intermediate shapes (onnxruntime's `unk__N`, an
+/// exporter's `s0`) with what inference proves them to be (see `unify_fresh_dims`).
 pub fn infer_types(model: &mut Model) {
+    let proved = fill_types(model);
+    if !proved.is_empty() && unify_fresh_dims(model, proved) {
+        // Shapes inferred from the old names may now be decided: infer those again.
+        clear_undecided(model);
+        fill_types(model);
+    }
+}
+
+/// Drops every shape that holds an undecided-dim symbol (inference's own, never declared).
+fn clear_undecided(model: &mut Model) {
+    for i in 0..model.graph.value_count() {
+        let ty = &mut model.graph.value_mut(ValueId(i as u32)).ty;
+        if ty.shape.iter().flatten().any(Dim::is_undecided) {
+            ty.shape = None;
+        }
+    }
+}
+
+/// One pass of inference in topological order, filling what is unknown; returns the declared
+/// symbols that inference proved to be something else (declared, inferred).
+fn fill_types(model: &mut Model) -> Vec<(Dim, Dim)> {
     let Ok(order) = model.graph.topo_order() else {
-        return;
+        return Vec::new();
     };
+    // Declared dims (a symbol, or unknown) that inference proves to be a number or another
+    // symbol, from each node output's declared shape against its op's inferred one.
+    let mut proved: Vec<(Dim, Dim)> = Vec::new();
     for id in order {
         let opset = model.opset(&model.graph.node(id).domain).unwrap_or(0);
         let node = model.graph.node(id).clone();
@@ -90,22 +116,110 @@ pub fn infer_types(model: &mut Model) {
             if cur.dtype.is_none() {
                 cur.dtype = ty.dtype;
             }
-            if cur.shape.is_none() {
-                cur.shape = ty.shape.map(|dims| name_unknown_dims(&name, dims));
+            match (&mut cur.shape, ty.shape) {
+                (None, shape) => cur.shape = shape.map(|dims| name_unknown_dims(&name, dims)),
+                (Some(declared), Some(inferred)) if declared.len() == inferred.len() => {
+                    for (d, i) in declared.iter_mut().zip(inferred) {
+                        let proof = matches!(i, Dim::Known(_))
+                            || matches!(&i, Dim::Sym(_) if !i.is_undecided());
+                        if !proof || *d == i {
+                            continue;
+                        }
+                        match d {
+                            // An unknown declared dim is refined in place.
+                            Dim::Unknown => *d = i,
+                            Dim::Sym(_) if !d.is_undecided() => proved.push((d.clone(), i)),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
             }
         }
     }
+    proved
+}
+
+/// Renames declared symbols that inference proved equal to something else, everywhere outside
+/// the graph inputs. `proved` pairs a declared symbol with the dim inference computed at the same
+/// place. A symbol is renamed only when every proof agrees, and never when a graph input declares
+/// it: an input's symbols are the model's interface (`--dim batch=2`), so they are what others
+/// are renamed to. Chains (`unk__2` proved `unk__1`, proved `batch`) resolve to their end.
+/// Inference is never wrong (unknown stays unknown), so in a model that runs, a declared symbol
+/// and the inferred dim at the same place are the same run-time size.
+/// Returns whether anything was renamed.
+fn unify_fresh_dims(model: &mut Model, proved: Vec<(Dim, Dim)>) -> bool {
+    use std::collections::{HashMap, HashSet};
+    let g = &model.graph;
+    let interface: HashSet<&str> = g
+        .inputs
+        .iter()
+        .filter_map(|&v| g.value(v).ty.shape.as_ref())
+        .flatten()
+        .filter_map(|d| match d {
+            Dim::Sym(s) => Some(s.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut map: HashMap<String, Option<Dim>> = HashMap::new();
+    for (from, to) in proved {
+        let Dim::Sym(s) = from else { continue };
+        if interface.contains(s.as_str()) {
+            continue;
+        }
+        map.entry(s)
+            .and_modify(|e| {
+                if e.as_ref() != Some(&to) {
+                    *e = None; // two different proofs: keep the name
+                }
+            })
+            .or_insert(Some(to));
+    }
+    let resolve = |d: &Dim| -> Option<Dim> {
+        let mut cur = d.clone();
+        let mut changed = false;
+        for _ in 0..=map.len() {
+            match &cur {
+                Dim::Sym(s) => match map.get(s) {
+                    Some(Some(next)) if *next != cur => {
+                        cur = next.clone();
+                        changed = true;
+                    }
+                    _ => break,
+                },
+                _ => break,
+            }
+        }
+        changed.then_some(cur)
+    };
+    let inputs: HashSet<ValueId> = model.graph.inputs.iter().copied().collect();
+    let mut renamed = Vec::new();
+    for i in 0..model.graph.value_count() {
+        let v = ValueId(i as u32);
+        if inputs.contains(&v) {
+            continue;
+        }
+        if let Some(shape) = &model.graph.value(v).ty.shape {
+            let new: Vec<Dim> = shape
+                .iter()
+                .map(|d| resolve(d).unwrap_or(d.clone()))
+                .collect();
+            if new != *shape {
+                renamed.push((v, new));
+            }
+        }
+    }
+    let any = !renamed.is_empty();
+    for (v, shape) in renamed {
+        model.graph.value_mut(v).ty.shape = Some(shape);
+    }
+    any
 }
 
 /// Re-infers every shape that holds an undecided-dim symbol (`?value[axis]`), after rewrites or
 /// `--fix-dim` made more known: such shapes are inference's own, never declared.
 pub fn refresh_inferred_types(model: &mut Model) {
-    for i in 0..model.graph.value_count() {
-        let ty = &mut model.graph.value_mut(ValueId(i as u32)).ty;
-        if ty.shape.iter().flatten().any(Dim::is_undecided) {
-            ty.shape = None;
-        }
-    }
+    clear_undecided(model);
     infer_types(model);
 }
 
