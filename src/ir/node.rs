@@ -257,6 +257,15 @@ pub mod attr {
         }
     }
 
+    pub fn strings(name: &str, strings: &[&str]) -> AttributeProto {
+        AttributeProto {
+            name: name.into(),
+            r#type: at::STRINGS,
+            strings: strings.iter().map(|s| s.as_bytes().to_vec()).collect(),
+            ..Default::default()
+        }
+    }
+
     pub fn tensor(name: &str, t: TensorProto) -> AttributeProto {
         AttributeProto {
             name: name.into(),

@@ -93,6 +93,15 @@ impl<'a> Attrs<'a> {
             .map(|a| String::from_utf8_lossy(&a.s).into_owned()))
     }
 
+    pub fn strings(&self, name: &str) -> R<Option<Vec<String>>> {
+        Ok(self.typed(name, at::STRINGS)?.map(|a| {
+            a.strings
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        }))
+    }
+
     pub fn tensor(&self, name: &str) -> R<Option<&'a TensorProto>> {
         match self.typed(name, at::TENSOR)? {
             None => Ok(None),

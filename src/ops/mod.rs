@@ -53,12 +53,14 @@ pub mod norm;
 pub mod pad;
 pub mod pool;
 pub mod quant;
+pub mod recurrent;
 pub mod reduce;
 pub mod reduce_more;
 pub mod resize;
 pub mod rms;
 pub mod select;
 pub mod shape_ops;
+pub mod signal;
 pub mod slice;
 pub mod transformer;
 

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 use super::{
     activation, arg, attention, cast, compare, concat, control_flow, conv, elementwise, embed,
     eyelike, fused_elementwise, gather_scatter, gelu, index_ops, lanes, layout, math, matmul, norm,
-    pad, pool, quant, reduce, reduce_more, resize, rms, select, shape_ops, slice, transformer,
-    Attrs, Op,
+    pad, pool, quant, recurrent, reduce, reduce_more, resize, rms, select, shape_ops, signal,
+    slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -257,6 +257,17 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "MeanVarianceNormalization", 9, norm::MeanVarianceNormalization),
     op!(ONNX, "RMSNormalization", 23, norm::RMSNormalization),
     op!(ONNX, "Dropout", 1, norm::Dropout),
+    // recurrent layers (recurrent.rs)
+    op!(ONNX, "RNN", 7, recurrent::RNN),
+    op!(ONNX, "GRU", 7, recurrent::GRU),
+    op!(ONNX, "LSTM", 7, recurrent::LSTM),
+    // signal processing (signal.rs)
+    op!(ONNX, "DFT", 17, signal::DFT),
+    op!(ONNX, "STFT", 17, signal::STFT),
+    op!(ONNX, "HannWindow", 17, signal::HannWindow),
+    op!(ONNX, "HammingWindow", 17, signal::HammingWindow),
+    op!(ONNX, "BlackmanWindow", 17, signal::BlackmanWindow),
+    op!(ONNX, "MelWeightMatrix", 17, signal::MelWeightMatrix),
     // normalization and GELU (transformer.rs)
     // Standard from 17; onnxruntime also runs it in the default domain at older opsets (its
     // contrib schema, same attributes), and so do we.
