@@ -66,6 +66,10 @@ pub struct OptimizeOptions {
     pub tolerance: f64,
     /// Sizes of symbolic input dims for the parity inputs. Never changes the saved model.
     pub dims: HashMap<String, usize>,
+    /// Parity inputs given by name (the CLI's `--input NAME=FILE.npy`): a model whose control
+    /// flow or shapes depend on an input's value (a sample rate, a length) needs real ones.
+    /// Inputs not given get seeded random values.
+    pub inputs: HashMap<String, crate::tensor::Tensor>,
     /// Symbolic dims the optimized model is specialized to (`--fix-dim`); the parity inputs use
     /// these sizes too.
     pub fix_dims: HashMap<String, i64>,
@@ -80,6 +84,7 @@ impl Default for OptimizeOptions {
             parity: true,
             tolerance: DEFAULT_TOLERANCE,
             dims: HashMap::new(),
+            inputs: HashMap::new(),
             fix_dims: HashMap::new(),
             seed: 0,
             limits: Limits::default(),
@@ -135,7 +140,7 @@ pub fn optimize_with(
     let optimize_ms = clock() - t0;
     let parity = if opts.parity {
         let lim = &opts.limits;
-        let inputs = random_inputs(original, &HashMap::new(), &dims, opts.seed, lim)?;
+        let inputs = random_inputs(original, &opts.inputs, &dims, opts.seed, lim)?;
         let a = Executor::new(original, lim)
             .and_then(|ex| ex.run(&inputs))
             .map_err(|e| {

@@ -18,6 +18,7 @@ use crate::passes::RuleKind;
 use crate::pipeline::{self, OptimizeOptions};
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::parity::DEFAULT_TOLERANCE;
+use crate::tensor::Tensor;
 use crate::{report, Error, Result};
 
 #[derive(Parser)]
@@ -76,6 +77,9 @@ enum Command {
         /// (repeatable): shape chains then fold away. `--dim` only sizes the parity inputs.
         #[arg(long = "fix-dim", value_name = "NAME=VALUE")]
         fix_dims: Vec<String>,
+        /// A parity input, NAME=FILE.npy (repeatable); inputs not given get seeded random values.
+        #[arg(long = "input", value_name = "NAME=FILE.npy")]
+        inputs: Vec<String>,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -113,8 +117,8 @@ pub(crate) struct Common {
 
 #[derive(Args, Clone)]
 pub(crate) struct RunArgs {
-    /// Size of a symbolic dim, NAME=VALUE (repeatable); `?=VALUE` sizes every unnamed dim.
-    /// Unset dims are 8.
+    /// Size of a symbolic dim, NAME=VALUE (repeatable); `?=VALUE` sizes every unnamed dim;
+    /// `INPUT[AXIS]=VALUE` sizes one axis of one input (before the others). Unset dims are 8.
     #[arg(long = "dim", value_name = "NAME=VALUE")]
     dims: Vec<String>,
     /// Seed for random inputs.
@@ -188,6 +192,7 @@ fn dispatch(cmd: Command) -> Result<i32> {
             no_parity,
             tolerance,
             fix_dims,
+            inputs,
             run,
         } => {
             let opts = OptimizeOptions {
@@ -195,6 +200,7 @@ fn dispatch(cmd: Command) -> Result<i32> {
                 parity: !no_parity,
                 tolerance,
                 dims: run.dims()?,
+                inputs: given_inputs(&inputs)?,
                 fix_dims: fixed_dims(&fix_dims)?,
                 seed: run.seed,
                 limits: run.common.limits(),
@@ -390,6 +396,17 @@ fn optimize(
     Ok(0)
 }
 
+/// `--input NAME=FILE.npy` flags, read.
+fn given_inputs(flags: &[String]) -> Result<HashMap<String, Tensor>> {
+    flags
+        .iter()
+        .map(|spec| {
+            let (name, file) = split_pair(spec, "--input")?;
+            Ok((name.to_string(), npy::read(Path::new(file))?))
+        })
+        .collect()
+}
+
 fn run_model(
     path: &Path,
     backend: backend::Backend,
@@ -399,12 +416,13 @@ fn run_model(
 ) -> Result<i32> {
     let limits = run.common.limits();
     let model = load(path, &limits)?;
-    let mut given = HashMap::new();
-    for spec in inputs {
-        let (name, file) = split_pair(spec, "--input")?;
-        given.insert(name.to_string(), npy::read(Path::new(file))?);
-    }
-    let inputs = random_inputs(&model, &given, &run.dims()?, run.seed, &limits)?;
+    let inputs = random_inputs(
+        &model,
+        &given_inputs(inputs)?,
+        &run.dims()?,
+        run.seed,
+        &limits,
+    )?;
     let gpu = backend.gpu()?;
     let outputs = backend::Runner::new(gpu.as_ref(), &model, &inputs, &limits)?.run(&inputs)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out.display(), e))?;

@@ -34,16 +34,25 @@ impl Rng {
     }
 }
 
-/// Concrete dims for an input: known dims as declared, symbolic ones from `dims` (by name) or
-/// `DEFAULT_DIM`; unnamed (unknown) dims from `dims["?"]`, the way such dims print, or
-/// `DEFAULT_DIM`.
-pub fn concrete_shape(shape: &[Dim], dims: &HashMap<String, usize>) -> Vec<usize> {
+/// Concrete dims for input `input`: known dims as declared; a symbolic or unnamed dim at axis
+/// `i` from `dims["input[i]"]` when given (one axis of one input), else a symbolic one from
+/// `dims` by its name and an unnamed (unknown) one from `dims["?"]`, the way such dims print;
+/// `DEFAULT_DIM` otherwise.
+pub fn concrete_shape(input: &str, shape: &[Dim], dims: &HashMap<String, usize>) -> Vec<usize> {
     shape
         .iter()
-        .map(|d| match d {
-            Dim::Known(v) => (*v).max(0) as usize,
-            Dim::Sym(s) => dims.get(s).copied().unwrap_or(DEFAULT_DIM),
-            Dim::Unknown => dims.get("?").copied().unwrap_or(DEFAULT_DIM),
+        .enumerate()
+        .map(|(i, d)| {
+            let axis = || dims.get(&format!("{input}[{i}]")).copied();
+            match d {
+                Dim::Known(v) => (*v).max(0) as usize,
+                Dim::Sym(s) => axis()
+                    .or_else(|| dims.get(s).copied())
+                    .unwrap_or(DEFAULT_DIM),
+                Dim::Unknown => axis()
+                    .or_else(|| dims.get("?").copied())
+                    .unwrap_or(DEFAULT_DIM),
+            }
         })
         .collect()
 }
@@ -116,7 +125,7 @@ pub fn random_inputs(
         if given.contains_key(&v.name) || g.initializer(id).is_some() {
             continue;
         }
-        let shape = concrete_shape(v.ty.shape.as_deref().unwrap_or(&[]), dims);
+        let shape = concrete_shape(&v.name, v.ty.shape.as_deref().unwrap_or(&[]), dims);
         let dtype = v.ty.dtype.ok_or_else(|| Error::Input {
             name: v.name.clone(),
             message: "has no declared element type; pass it with --input".into(),
@@ -175,9 +184,18 @@ mod tests {
             Dim::Sym("S".into()),
             Dim::Unknown,
         ];
-        assert_eq!(concrete_shape(&shape, &HashMap::new()), vec![8, 3, 8, 8]);
-        let dims: HashMap<String, usize> = [("?".to_string(), 48), ("S".to_string(), 5)].into();
-        assert_eq!(concrete_shape(&shape, &dims), vec![48, 3, 5, 48]);
+        assert_eq!(
+            concrete_shape("x", &shape, &HashMap::new()),
+            vec![8, 3, 8, 8]
+        );
+        let mut dims: HashMap<String, usize> = [("?".to_string(), 48), ("S".to_string(), 5)].into();
+        assert_eq!(concrete_shape("x", &shape, &dims), vec![48, 3, 5, 48]);
+        // One axis of one input: before the name and before `?`; a known dim stays.
+        dims.insert("x[0]".into(), 1);
+        dims.insert("x[2]".into(), 9);
+        dims.insert("x[1]".into(), 7);
+        assert_eq!(concrete_shape("x", &shape, &dims), vec![1, 3, 9, 48]);
+        assert_eq!(concrete_shape("y", &shape, &dims), vec![48, 3, 5, 48]);
     }
     use crate::builder::{dims, GraphBuilder};
 

@@ -53,14 +53,6 @@ from real_models import (
 KNOWN_FAILURES: dict[str, dict[str, str]] = {
     # The OpenVINO silero file (repeated node names) and the fp16 GPT-2 (float16 compute) both
     # load and run since issue 14's element types; an entry here needs the exact error text.
-    # silero_vad.onnx declares its input dims unnamed ([?, ?], state [2, ?, 128]): `optimize`
-    # can size them only all at once (`--dim ?=N`, which makes the batch N too), so its parity
-    # inputs are 8 samples, too short for the STFT's 128-wide Conv. `fuselab run` with the
-    # real shapes matches onnxruntime (test_run_matches_onnxruntime).
-    "tests/data/models/silero-vad/silero_vad.onnx": {
-        "optimize": "Conv: the kernel's extent 128 (kernel 128, dilation 1) is larger than the "
-        "padded input 40 + 0 + 0 on spatial axis 0",
-    },
 }
 
 MODELS = real_model_files()
@@ -111,7 +103,12 @@ def cli_failed(r: conftest.CliResult, mid: str, check: str) -> None:
 
 
 def dim_args(mid: str) -> list[str]:
-    return [a for k, v in SPECS[mid].dims.items() for a in ("--dim", f"{k}={v}")]
+    """The spec's dims by name, and its full input shapes axis by axis (`--dim INPUT[AXIS]=V`),
+    so that `optimize`'s own parity inputs have the sizes the model is fed with here."""
+    spec = SPECS[mid]
+    pairs = list(spec.dims.items())
+    pairs += [(f"{name}[{i}]", v) for name, shape in spec.shapes.items() for i, v in enumerate(shape)]
+    return [a for k, v in pairs for a in ("--dim", f"{k}={v}")]
 
 
 def tolerance(mid: str) -> tuple[float, float]:
@@ -202,12 +199,20 @@ def test_run_matches_onnxruntime(model: Path, cli_run, feeds_and_reference):
 
 
 @pytest.mark.parametrize("model", cases("optimize"))
-def test_optimize_with_parity(model: Path, fuselab: Fuselab, tmp_path: Path):
+def test_optimize_with_parity(model: Path, fuselab: Fuselab, tmp_path: Path, feeds_and_reference):
     mid = model_id(model)
     out, rep = tmp_path / "opt.onnx", tmp_path / "report.json"
     atol, _ = tolerance(mid)
     tol = ["--tolerance", str(atol)] if atol != DEFAULT_ATOL else []
-    r = fuselab("optimize", model, "-o", out, "--report", rep, *dim_args(mid), *tol)
+    # The parity check runs on the same feeds as the onnxruntime comparisons: some models
+    # branch on an input's value (silero's sample rate picks the 8 or 16 kHz subgraph).
+    feeds, _ = feeds_and_reference(model)
+    given = []
+    for name, arr in feeds.items():
+        f = tmp_path / f"in_{file_stem(name)}.npy"
+        np.save(f, arr)
+        given += ["--input", f"{name}={f}"]
+    r = fuselab("optimize", model, "-o", out, "--report", rep, *dim_args(mid), *given, *tol)
     if r.returncode != 0:
         cli_failed(r, mid, "optimize")
     report = json.loads(rep.read_text())
