@@ -283,6 +283,11 @@ fn grid_sample(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     check_out(ctx, OP, &out_shape, 64)?;
     let positions = product(OP, &gs[1..=r])?;
     let plane: usize = dims.iter().product();
+    if plane == 0 && n * c * positions > 0 {
+        return Err(format!(
+            "{OP}: X has an empty spatial axis ({xs:?}): there is nothing to sample"
+        ));
+    }
     let dstrides = strides(dims);
     let (dtype, xv) = float_in(OP, "X", x)?;
     let (_, gv) = float_in(OP, "grid", grid)?;

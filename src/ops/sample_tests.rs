@@ -142,6 +142,13 @@ fn grid_sample_errors() {
         "{e}"
     );
     assert!(run(&gs("linear", "zeros", 0), 20, &[&x9, &g9]).is_ok());
+    let empty = f32s(&[1, 1, 0, 2], &[]);
+    let e = run(
+        &gs("linear", "border", 0),
+        20,
+        &[&empty, &f32s(&[1, 1, 1, 2], &[0., 0.])],
+    );
+    assert!(e.unwrap_err().contains("X has an empty spatial axis"));
     let xi = i64s(&[1, 1, 1, 1], &[1]);
     let e = run(
         &gs("linear", "zeros", 0),
