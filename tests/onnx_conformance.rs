@@ -31,7 +31,14 @@ const ATOL: f64 = 1e-5;
 /// Cases whose expected outputs the ONNX generator writes as rounded literals, with the absolute
 /// tolerance that rounding needs. averagepool.py gives [0.1511, 0.2841, 0.3572] where the
 /// averages of its inputs (and onnx's own ReferenceEvaluator) are 0.151056, 0.284044, 0.357222.
-const ROUNDED: &[(&str, f64)] = &[("test_averagepool_2d_ceil_last_window_starts_on_pad", 1e-4)];
+/// gridsample.py's bicubic case and roialign.py's two avg cases write 4 decimals likewise (onnx's
+/// ReferenceEvaluator is up to 8.4e-5 off them too).
+const ROUNDED: &[(&str, f64)] = &[
+    ("test_averagepool_2d_ceil_last_window_starts_on_pad", 1e-4),
+    ("test_gridsample_bicubic", 1e-4),
+    ("test_roialign_aligned_false", 1e-4),
+    ("test_roialign_aligned_true", 1e-4),
+];
 
 /// The committed list of passing cases, relative to the repository root.
 const EXPECTED: &str = "tests/onnx_conformance_expected.txt";

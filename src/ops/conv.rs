@@ -550,8 +550,10 @@ fn col2im<T: Num>(col: &[T], y: &mut [T], mg: usize, a: &[Axis; 3]) {
                             let dst = (az.pos(iz, kz) * ay.out + ay.pos(iy, ky)) * ax.out;
                             let dst = &mut yj[dst..][..ax.out];
                             let src = &row[(iz * ay.inp + iy) * ax.inp..][..ax.inp];
+                            // The source first: for an empty span `pos` is meaningless (it
+                            // wraps below 0) and must not be stepped from.
                             let outs = (ax.pos(x0, kx)..).step_by(ax.s);
-                            for (o, &v) in outs.zip(&src[x0..x1]) {
+                            for (&v, o) in src[x0..x1].iter().zip(outs) {
                                 dst[o] = dst[o].wadd(v);
                             }
                         }

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::{
-    activation, arg, attention, cast, compare, concat, control_flow, conv, elementwise, embed,
-    eyelike, fused_elementwise, gather_scatter, gelu, index_ops, lanes, layout, math, matmul, norm,
-    pad, pool, quant, recurrent, reduce, reduce_more, resize, rms, select, shape_ops, signal,
-    slice, transformer, Attrs, Op,
+    activation, arg, attention, cast, compare, concat, control_flow, conv, deform, detect,
+    elementwise, embed, eyelike, fused_elementwise, gather_scatter, gelu, index_ops, lanes, layout,
+    loss, math, matmul, norm, pad, pool, quant, rearrange, recurrent, reduce, reduce_more, resize,
+    rms, sample, select, shape_ops, signal, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -249,6 +249,30 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "Hardmax", 1, lanes::Hardmax),
     op!(ONNX, "CumSum", 11, lanes::CumSum),
     op!(ONNX, "LpNormalization", 1, lanes::LpNormalization),
+    // sampling grids (sample.rs), image rearranging (rearrange.rs)
+    op!(ONNX, "GridSample", 16, sample::GridSample),
+    op!(ONNX, "GridSample", 20, sample::GridSample),
+    op!(ONNX, "GridSample", 22, sample::GridSample),
+    op!(ONNX, "AffineGrid", 20, sample::AffineGrid),
+    op!(ONNX, "Col2Im", 18, rearrange::Col2Im),
+    op!(ONNX, "CenterCropPad", 18, rearrange::CenterCropPad),
+    // detection: box selection, roi pooling, unpooling (detect.rs); DeformConv (deform.rs)
+    op!(ONNX, "NonMaxSuppression", 10, detect::NonMaxSuppression),
+    op!(ONNX, "NonMaxSuppression", 11, detect::NonMaxSuppression),
+    op!(ONNX, "RoiAlign", 10, detect::RoiAlign),
+    op!(ONNX, "RoiAlign", 16, detect::RoiAlign),
+    op!(ONNX, "RoiAlign", 22, detect::RoiAlign),
+    op!(ONNX, "DeformConv", 19, deform::DeformConv),
+    op!(ONNX, "DeformConv", 22, deform::DeformConv),
+    op!(ONNX, "MaxUnpool", 9, detect::MaxUnpool),
+    op!(ONNX, "MaxUnpool", 11, detect::MaxUnpool),
+    op!(ONNX, "MaxUnpool", 22, detect::MaxUnpool),
+    // classification losses (loss.rs)
+    op!(ONNX, "NegativeLogLikelihoodLoss", 12, loss::NegativeLogLikelihoodLoss),
+    op!(ONNX, "NegativeLogLikelihoodLoss", 13, loss::NegativeLogLikelihoodLoss),
+    op!(ONNX, "NegativeLogLikelihoodLoss", 22, loss::NegativeLogLikelihoodLoss),
+    op!(ONNX, "SoftmaxCrossEntropyLoss", 12, loss::SoftmaxCrossEntropyLoss),
+    op!(ONNX, "SoftmaxCrossEntropyLoss", 13, loss::SoftmaxCrossEntropyLoss),
     // normalizations and Dropout (norm.rs)
     op!(ONNX, "BatchNormalization", 1, norm::BatchNormalization),
     op!(ONNX, "InstanceNormalization", 1, norm::InstanceNormalization),
