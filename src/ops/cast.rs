@@ -1,9 +1,10 @@
-//! ai.onnx Cast and Constant: the ops that retype a value or are one.
+//! ai.onnx Cast, BitCast and Constant: the ops that retype a value or are one.
 //!
 //! | op | versions | attributes (default) | notes |
 //! |---|---|---|---|
 //! | Cast | 6- | `to` (required); `saturate` (19), `round_mode` (24): float8/4 only | floats to ints truncate toward zero |
 //! | CastLike | 15- | `saturate` (19), `round_mode` (24): float8/4 only | input 1 gives only the target type |
+//! | BitCast | 26- | `to` (required; same bit width as the input) | the bits reread as `to`, little endian |
 //! | Constant | 1- | exactly one of `value`, `value_float(s)`, `value_int(s)`, `value_string(s)`, `sparse_value` | decoded once, at parse |
 
 use ndarray::{ArrayD, IxDyn};
@@ -155,6 +156,61 @@ fn cast_to(ctx: &KernelCtx, op: &str, src: &Tensor, to: DType) -> KernelResult {
     Ok(vec![out])
 }
 
+/// ai.onnx BitCast (26): the input's bytes reread as `to`.
+#[derive(Debug)]
+pub struct BitCast {
+    pub to: DType,
+}
+
+impl BitCast {
+    pub fn parse(a: &Attrs) -> P {
+        let to = a
+            .opt_int("to")?
+            .ok_or("BitCast: attribute 'to' is required")?;
+        let to = i32::try_from(to).map_err(|_| format!("BitCast: 'to' is not a type: {to}"))?;
+        let to = DType(to);
+        if to.bits().is_none() {
+            return Err(format!("BitCast: 'to' = {to} has no fixed bit width"));
+        }
+        Ok(Box::new(BitCast { to }))
+    }
+}
+
+impl Op for BitCast {
+    fn any_element_type(&self) -> bool {
+        true
+    }
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![TensorType {
+            dtype: Some(self.to),
+            shape: cx.input(0).shape,
+        }]
+    }
+    fn kernel(&self) -> Kernel {
+        bit_cast
+    }
+}
+
+/// BitCast: the input encoded as little-endian bytes (the codec's raw form) and decoded as
+/// `to`, which must have the input's bit width. A bool target reads any nonzero byte as true.
+pub fn bit_cast(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "BitCast";
+    let src = input(OP, inputs, 0)?;
+    let to = ctx.attrs::<BitCast>()?.to;
+    let (from_bits, to_bits) = (src.dtype().bits(), to.bits());
+    if from_bits != to_bits {
+        return Err(format!(
+            "{OP}: {} ({from_bits:?} bits) and {to} ({to_bits:?} bits) differ in width",
+            src.dtype()
+        ));
+    }
+    check_out(ctx, OP, src.shape(), bits(to))?;
+    let mut proto = crate::onnx::tensor::from_tensor("", src);
+    proto.data_type = to.0;
+    let out = to_tensor(&proto, ctx.limits).map_err(|e| format!("{OP}: {e}"))?;
+    Ok(vec![out])
+}
+
 const CONSTANT_ATTRS: [&str; 8] = [
     "value",
     "value_float",
@@ -220,3 +276,7 @@ fn constant_value(a: &Attrs) -> R<Result<Tensor, String>> {
         }
     }))
 }
+
+#[cfg(test)]
+#[path = "cast_tests.rs"]
+mod tests;

@@ -1,4 +1,4 @@
-//! Ops that transform each lane along one axis in place (LogSoftmax, Hardmax, CumSum,
+//! Ops that transform each lane along one axis in place (LogSoftmax, Hardmax, CumSum, CumProd,
 //! LpNormalization), and the lane walk they share with Softmax (reduce.rs), ArgMax/TopK
 //! (arg.rs) and the other reductions (reduce_more.rs).
 //!
@@ -7,6 +7,7 @@
 //! | LogSoftmax | 1- | `axis` (1 before 13, -1 from 13) | input: T -> output: T; T float |
 //! | Hardmax | 1- | `axis` (1 before 13, -1 from 13) | input: T -> output: T; T float |
 //! | CumSum | 11- | `exclusive` (0), `reverse` (0) | x: T, axis: int32/int64 scalar -> y: T; T float or int |
+//! | CumProd | 26- | `exclusive` (0), `reverse` (0) | x: T, axis: int32/int64 scalar -> y: T; T float or int |
 //! | LpNormalization | 1- | `axis` (-1), `p` (2; 1 or 2) | input: T -> output: T; T float |
 //!
 //! LogSoftmax and Hardmax before 13 coerce the input to 2-D at `axis` ([prod(dims before
@@ -14,6 +15,7 @@
 //! one axis. Hardmax puts its 1 at the first maximum (a NaN counts as the maximum, as numpy's
 //! argmax has it). LogSoftmax is `x - max - ln(sum(exp(x - max)))`. CumSum's `exclusive` leaves
 //! out the element itself (the first sum is 0), `reverse` sums from the end; integers wrap.
+//! CumProd is the same walk with products (an exclusive product starts at 1).
 //! LpNormalization divides by the lane's L1 or L2 norm, giving 0 where the norm is 0 (22).
 //! Versions 11 (negative axes), 13 (types), 14 and 22 (types) change nothing else here.
 
@@ -276,20 +278,39 @@ fn hardmax_lane<T: Num>(lane: &mut [T]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CumSum
+// CumSum, CumProd
 
+/// CumSum's and CumProd's attributes.
 #[derive(Debug)]
-pub struct CumSum {
+pub struct CumAttrs {
     pub exclusive: bool,
     pub reverse: bool,
 }
 
-impl CumSum {
-    pub fn parse(a: &Attrs) -> P {
-        Ok(Box::new(CumSum {
+impl CumAttrs {
+    fn parse(a: &Attrs) -> Result<CumAttrs, String> {
+        Ok(CumAttrs {
             exclusive: a.flag("exclusive", false)?,
             reverse: a.flag("reverse", false)?,
-        }))
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct CumSum(pub CumAttrs);
+
+#[derive(Debug)]
+pub struct CumProd(pub CumAttrs);
+
+impl CumSum {
+    pub fn parse(a: &Attrs) -> P {
+        Ok(Box::new(CumSum(CumAttrs::parse(a)?)))
+    }
+}
+
+impl CumProd {
+    pub fn parse(a: &Attrs) -> P {
+        Ok(Box::new(CumProd(CumAttrs::parse(a)?)))
     }
 }
 
@@ -298,47 +319,61 @@ impl Op for CumSum {
         vec![cx.input(0)]
     }
     fn kernel(&self) -> Kernel {
-        cumsum
+        |ctx, inputs| cumulate(inputs, "CumSum", &ctx.attrs::<CumSum>()?.0, false)
     }
 }
 
-pub fn cumsum(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    const OP: &str = "CumSum";
-    let p = ctx.attrs::<CumSum>()?;
-    let x = input(OP, inputs, 0)?;
-    let t = input(OP, inputs, 1)?;
+impl Op for CumProd {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![cx.input(0)]
+    }
+    fn kernel(&self) -> Kernel {
+        |ctx, inputs| cumulate(inputs, "CumProd", &ctx.attrs::<CumProd>()?.0, true)
+    }
+}
+
+/// The running sum (or with `product`, product) along the axis given by input 1.
+fn cumulate(inputs: &[Option<&Tensor>], op: &str, p: &CumAttrs, product: bool) -> KernelResult {
+    let x = input(op, inputs, 0)?;
+    let t = input(op, inputs, 1)?;
     let axis = match t.to_i64_vec().as_deref() {
         Some(&[a]) if t.shape().len() <= 1 => a,
         _ => {
             return Err(format!(
-                "{OP}: 'axis' must be one int32 or int64 value, got {} of shape {:?}",
+                "{op}: 'axis' must be one int32 or int64 value, got {} of shape {:?}",
                 t.dtype(),
                 t.shape()
             ))
         }
     };
     let (ex, rev) = (p.exclusive, p.reverse);
+    macro_rules! run {
+        ($a:expr) => {
+            map_lanes(op, $a, axis, false, |l| cum_lane(l, ex, rev, product))?
+        };
+    }
     Ok(vec![match x {
-        Tensor::F32(a) => Tensor::F32(map_lanes(OP, a, axis, false, |l| cumsum_lane(l, ex, rev))?),
-        Tensor::F64(a) => Tensor::F64(map_lanes(OP, a, axis, false, |l| cumsum_lane(l, ex, rev))?),
-        Tensor::I32(a) => Tensor::I32(map_lanes(OP, a, axis, false, |l| cumsum_lane(l, ex, rev))?),
-        Tensor::I64(a) => Tensor::I64(map_lanes(OP, a, axis, false, |l| cumsum_lane(l, ex, rev))?),
-        other => return Err(unsupported_type(OP, other.dtype())),
+        Tensor::F32(a) => Tensor::F32(run!(a)),
+        Tensor::F64(a) => Tensor::F64(run!(a)),
+        Tensor::I32(a) => Tensor::I32(run!(a)),
+        Tensor::I64(a) => Tensor::I64(run!(a)),
+        other => return Err(unsupported_type(op, other.dtype())),
     }])
 }
 
-fn cumsum_lane<T: Num>(lane: &mut [T], exclusive: bool, reverse: bool) {
+fn cum_lane<T: Num>(lane: &mut [T], exclusive: bool, reverse: bool, product: bool) {
     if reverse {
         lane.reverse();
     }
-    let mut acc = T::ZERO;
+    let step = |acc: T, x: T| if product { acc.wmul(x) } else { acc.wadd(x) };
+    let mut acc = if product { T::ONE } else { T::ZERO };
     for v in lane.iter_mut() {
         let x = *v;
         if exclusive {
             *v = acc;
-            acc = acc.wadd(x);
+            acc = step(acc, x);
         } else {
-            acc = acc.wadd(x);
+            acc = step(acc, x);
             *v = acc;
         }
     }

@@ -114,6 +114,42 @@ fn hardmax_first_maximum() {
 }
 
 #[test]
+fn cumprod_exclusive_reverse_and_axes() {
+    let x = f64s(&[4], &[1., 2., 3., 4.]);
+    let a0 = Tensor::from_i64s(&[0]);
+    let cases = [
+        (0, 0, [1., 2., 6., 24.]),
+        (1, 0, [1., 1., 2., 6.]),
+        (0, 1, [24., 24., 12., 4.]),
+        (1, 1, [24., 12., 4., 1.]),
+    ];
+    for (ex, rev, want) in cases {
+        let n = node(
+            "CumProd",
+            vec![attr::int("exclusive", ex), attr::int("reverse", rev)],
+        );
+        let y = one(&n, 26, &[&x, &a0]).unwrap();
+        assert_eq!(y, f64s(&[4], &want), "exclusive {ex} reverse {rev}");
+    }
+    // 2-D int32 along axis 0 (strided lanes), and axis -1; integers wrap.
+    let m = i32s(&[2, 3], &[1, 2, 3, 4, 5, 6]);
+    let y = one(&node("CumProd", vec![]), 26, &[&m, &i32s(&[], &[0])]).unwrap();
+    assert_eq!(y, i32s(&[2, 3], &[1, 2, 3, 4, 10, 18]));
+    let y = one(&node("CumProd", vec![]), 26, &[&m, &i64s(&[1], &[-1])]).unwrap();
+    assert_eq!(y, i32s(&[2, 3], &[1, 2, 6, 4, 20, 120]));
+    let w = i32s(&[2], &[i32::MAX, 2]);
+    let y = one(&node("CumProd", vec![]), 26, &[&w, &a0]).unwrap();
+    assert_eq!(y, i32s(&[2], &[i32::MAX, -2]));
+    let n = node("CumProd", vec![]);
+    let e = one(&n, 26, &[&bools(&[1], &[true]), &a0]).unwrap_err();
+    assert_eq!(e, "CumProd: element type bool is not supported");
+    let e = one(&n, 26, &[&m, &Tensor::from_i64s(&[-3])]).unwrap_err();
+    assert!(e.contains("axis -3 is out of range for rank 2"), "{e}");
+    // Not in the registry before 26.
+    assert!(run_node(&n, 25, &[Some(&m), Some(&a0)]).is_err());
+}
+
+#[test]
 fn cumsum_exclusive_reverse_and_axes() {
     let x = f64s(&[4], &[1., 2., 3., 4.]);
     let a0 = Tensor::from_i64s(&[0]);

@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::{
-    activation, arg, attention, cast, compare, concat, control_flow, conv, deform, detect,
-    elementwise, embed, eyelike, fused_elementwise, gather_scatter, gelu, index_ops, lanes, layout,
-    loss, math, matmul, norm, pad, pool, quant, rearrange, recurrent, reduce, reduce_more, resize,
-    rms, sample, select, shape_ops, signal, slice, transformer, Attrs, Op,
+    activation, arg, attention, cast, compare, concat, control_flow, conv, deform, detect, einsum,
+    elementwise, embed, eyelike, fused_elementwise, fused_matmul, gather_scatter, gelu, glu,
+    index_ops, lanes, layout, linalg, loss, math, matmul, norm, pad, pool, quant, rearrange,
+    recurrent, reduce, reduce_more, resize, rms, rotary, sample, select, shape_ops, signal, slice,
+    state_ops, tensor_scatter, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -130,6 +131,7 @@ static OPS: &[OpDef] = &[
     // ai.onnx: data movement (shape_ops.rs; Cast and Constant: cast.rs)
     op!(ONNX, "Cast", 6, cast::Cast),
     op!(ONNX, "CastLike", 15, cast::CastLike),
+    op!(ONNX, "BitCast", 26, cast::BitCast),
     op!(ONNX, "Concat", 1, concat::Concat),
     op!(ONNX, "Constant", 1, cast::Constant),
     op!(ONNX, "Identity", 1, shape_ops::Identity),
@@ -172,6 +174,8 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "ScatterND", 11, gather_scatter::ScatterND),
     op!(ONNX, "ScatterND", 16, gather_scatter::ScatterND),
     op!(ONNX, "ScatterND", 18, gather_scatter::ScatterND),
+    // the KV-cache update (tensor_scatter.rs)
+    op!(ONNX, "TensorScatter", 24, tensor_scatter::TensorScatter),
     // ai.onnx: data-dependent selection (select.rs)
     op!(ONNX, "Compress", 9, select::Compress),
     op!(ONNX, "Compress", 11, select::Compress),
@@ -190,9 +194,11 @@ static OPS: &[OpDef] = &[
     // ai.onnx: EyeLike, and fuselab's AddEyeLike (eyelike.rs)
     op!(ONNX, "EyeLike", 9, eyelike::EyeLike),
     op!(FL, "AddEyeLike", 1, eyelike::AddEyeLike),
-    // matrix products (matmul.rs)
+    // matrix products (matmul.rs, einsum.rs, linalg.rs)
     op!(ONNX, "Gemm", 1, matmul::Gemm),
     op!(ONNX, "MatMul", 1, matmul::MatMul),
+    op!(ONNX, "Einsum", 12, einsum::Einsum),
+    op!(ONNX, "Det", 11, linalg::Det),
     // ai.onnx: linear quantization (quant.rs)
     op!(ONNX, "QuantizeLinear", 10, quant::QuantizeLinear),
     op!(ONNX, "QuantizeLinear", 13, quant::QuantizeLinear),
@@ -209,6 +215,7 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "QLinearMatMul", 10, quant::QLinearMatMul),
     op!(ONNX, "QLinearMatMul", 21, quant::QLinearMatMul),
     op!(MS, "FusedGemm", 1, matmul::FusedGemm),
+    op!(MS, "FusedMatMul", 1, fused_matmul::FusedMatMul),
     // convolutions (conv.rs): ConvTranspose 11 swapped the halves of computed pads
     op!(ONNX, "Conv", 1, conv::Conv),
     op!(ONNX, "ConvTranspose", 1, conv::ConvTranspose),
@@ -248,6 +255,7 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "LogSoftmax", 1, lanes::LogSoftmax),
     op!(ONNX, "Hardmax", 1, lanes::Hardmax),
     op!(ONNX, "CumSum", 11, lanes::CumSum),
+    op!(ONNX, "CumProd", 26, lanes::CumProd),
     op!(ONNX, "LpNormalization", 1, lanes::LpNormalization),
     // sampling grids (sample.rs), image rearranging (rearrange.rs)
     op!(ONNX, "GridSample", 16, sample::GridSample),
@@ -305,9 +313,18 @@ static OPS: &[OpDef] = &[
     op!(MS, "FastGelu", 1, gelu::FastGelu),
     op!(MS, "BiasGelu", 1, gelu::BiasGelu),
     op!(MS, "QuickGelu", 1, gelu::QuickGelu),
+    // gated and biased elementwise ops (glu.rs)
+    op!(ONNX, "SwiGLU", 28, glu::SwiGLU),
+    op!(MS, "BiasAdd", 1, glu::BiasAdd),
     // attention blocks (embed.rs, attention.rs)
     op!(MS, "EmbedLayerNormalization", 1, embed::EmbedLayerNormalization),
     op!(MS, "Attention", 1, attention::Attention),
+    // sequence ops with a carried state (state_ops.rs)
+    op!(ONNX, "CausalConvWithState", 27, state_ops::CausalConvWithState),
+    op!(ONNX, "LinearAttention", 27, state_ops::LinearAttention),
+    // rotary position embeddings, one rotation core (rotary.rs)
+    op!(ONNX, "RotaryEmbedding", 23, rotary::RotaryEmbedding),
+    op!(MS, "RotaryEmbedding", 1, rotary::MsRotaryEmbedding),
     // fuselab's generated elementwise chains (fused_elementwise.rs)
     op!(FL, "FusedElementwise", 1, fused_elementwise::FusedElementwise),
 ];

@@ -399,3 +399,30 @@ def test_fused_gemm(fuselab, tmp_path, activation, trans_b):
     m = model(node, inputs, [("Y", F32)], 14)
     check(fuselab, tmp_path, m, inputs, f"FusedGemm {activation} transB={trans_b}", seed=12,
           scale=2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# FusedMatMul (an op fuselab runs but no fusion writes). BiasAdd has no CPU kernel in
+# onnxruntime ("Could not find an implementation for BiasAdd(1)"): its unit tests are in glu.rs.
+
+FMM_CASES = [
+    # (A shape, B shape, attributes)
+    ((3, 4), (4, 5), {}),
+    ((4, 3), (4, 5), {"transA": 1, "alpha": 0.5}),
+    ((2, 3, 4), (5, 4), {"transB": 1}),
+    ((3, 2, 4), (2, 4, 5), {"transBatchA": 1}),
+    ((2, 3, 4, 5), (3, 4, 5, 6), {"transBatchA": 1, "alpha": 2.0}),
+    ((2, 3, 4, 5), (3, 4, 2, 6), {"transBatchA": 1, "transA": 1}),
+    ((3, 4, 2, 5), (5, 3, 4, 6), {"transBatchB": 1}),
+    ((3, 4, 2, 5), (2, 3, 4, 5), {"transBatchB": 1, "transB": 1}),
+]
+
+
+@pytest.mark.parametrize("case", FMM_CASES, ids=lambda c: f"{c[0]}x{c[1]}{sorted(c[2].items())}")
+def test_fused_matmul(fuselab, tmp_path, case):
+    a_shape, b_shape, attrs = case
+    inputs = [("A", F32, a_shape), ("B", F32, b_shape)]
+    node = helper.make_node("FusedMatMul", ["A", "B"], ["Y"], domain=MS, **attrs)
+    m = model(node, inputs, [("Y", F32)], 14)
+    check(fuselab, tmp_path, m, inputs, f"FusedMatMul {case}")
+
