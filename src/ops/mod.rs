@@ -53,6 +53,8 @@ pub mod norm;
 pub mod pad;
 pub mod pool;
 pub mod quant;
+pub mod quant_conv;
+pub mod quant_ms;
 pub mod reduce;
 pub mod reduce_more;
 pub mod resize;

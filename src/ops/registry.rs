@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 use super::{
     activation, arg, attention, cast, compare, concat, control_flow, conv, elementwise, embed,
     eyelike, fused_elementwise, gather_scatter, gelu, index_ops, lanes, layout, math, matmul, norm,
-    pad, pool, quant, reduce, reduce_more, resize, rms, select, shape_ops, slice, transformer,
-    Attrs, Op,
+    pad, pool, quant, quant_conv, quant_ms, reduce, reduce_more, resize, rms, select, shape_ops,
+    slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -209,10 +209,17 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "QLinearMatMul", 10, quant::QLinearMatMul),
     op!(ONNX, "QLinearMatMul", 21, quant::QLinearMatMul),
     op!(MS, "FusedGemm", 1, matmul::FusedGemm),
+    // com.microsoft quantized matrix products (quant_ms.rs)
+    op!(MS, "MatMulNBits", 1, quant_ms::MatMulNBits),
+    op!(MS, "DynamicQuantizeMatMul", 1, quant_ms::DynamicQuantizeMatMul),
     // convolutions (conv.rs): ConvTranspose 11 swapped the halves of computed pads
     op!(ONNX, "Conv", 1, conv::Conv),
     op!(ONNX, "ConvTranspose", 1, conv::ConvTranspose),
     op!(ONNX, "ConvTranspose", 11, conv::ConvTranspose),
+    op!(MS, "FusedConv", 1, conv::FusedConv),
+    // quantized convolutions (quant_conv.rs)
+    op!(ONNX, "ConvInteger", 10, quant_conv::ConvInteger),
+    op!(ONNX, "QLinearConv", 10, quant_conv::QLinearConv),
     // pooling (pool.rs): a line where a version adds an attribute or output
     op!(ONNX, "MaxPool", 1, pool::MaxPool),
     op!(ONNX, "MaxPool", 8, pool::MaxPool),
