@@ -136,6 +136,12 @@ pub trait Op: Any + Debug + Send + Sync {
     fn any_element_type(&self) -> bool {
         false
     }
+    /// True when the executor's narrowing of this op's integer results to a smaller integer
+    /// storage type saturates (clamps to the type's range) instead of wrapping: onnxruntime
+    /// computes such ops (Resize's linear and cubic modes on uint8/int8) in the storage type.
+    fn saturates(&self) -> bool {
+        false
+    }
     /// The graphs the op runs (If's branches, Loop's and Scan's bodies), by attribute name:
     /// the reference executor plans each as a nested model.
     fn bodies(&self) -> Vec<(&str, &crate::onnx::proto::GraphProto)> {
