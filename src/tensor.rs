@@ -353,6 +353,26 @@ impl Tensor {
         })
     }
 
+    /// `narrow`, except that integer values outside an integer target's range clamp to it
+    /// instead of wrapping (for ops whose results onnxruntime saturates, `Op::saturates`).
+    pub fn narrow_saturating(&self, to: DType) -> Option<Tensor> {
+        let (lo, hi): (i64, i64) = match to {
+            DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+            DType::U8 => (0, u8::MAX.into()),
+            DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+            DType::U16 => (0, u16::MAX.into()),
+            DType::U32 => (0, u32::MAX.into()),
+            DType::U64 => (0, i64::MAX),
+            _ => return self.narrow(to),
+        };
+        let clamped = match self {
+            Tensor::I32(a) => Tensor::I64(a.mapv(|v| i64::from(v).clamp(lo, hi))),
+            Tensor::I64(a) => Tensor::I64(a.mapv(|v| v.clamp(lo, hi))),
+            _ => return self.narrow(to),
+        };
+        clamped.narrow(to)
+    }
+
     /// Largest absolute difference between two tensors of the same shape; NaN where both are NaN
     /// counts as equal. Returns None when shapes or element types differ.
     pub fn max_abs_diff(&self, other: &Tensor) -> Option<f64> {

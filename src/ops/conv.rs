@@ -1,8 +1,9 @@
-//! Convolutions: ai.onnx Conv and ConvTranspose.
+//! Convolutions: ai.onnx Conv and ConvTranspose, com.microsoft FusedConv.
 //!
 //! | op | versions | attributes (default) | inputs -> output |
 //! |---|---|---|---|
 //! | Conv | 1, 11, 22 | `auto_pad` (NOTSET), `dilations` (1s), `group` (1), `kernel_shape` (W's dims), `pads` (0s), `strides` (1s) | X [N, C, D...], W [M, C/group, k...], B [M] (optional): T -> Y [N, M, out...]: T (float) |
+//! | FusedConv (com.microsoft) | 1 | Conv's, and `activation` (none: identity; Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid), `activation_params` (LeakyRelu: alpha; Clip: min, max; HardSigmoid: alpha, beta; required for those) | X, W, B? as Conv, Z? (Y's shape): T -> Y = activation(Conv(X, W, B) + Z): T (float) |
 //! | ConvTranspose | 1, 11, 22 | Conv's, and `output_padding` (0s), `output_shape` (computed) | X [N, C, D...], W [C, M/group, k...], B [M] (optional): T -> Y [N, M, out...]: T (float) |
 //!
 //! Conv's output sizes are window.rs's. ConvTranspose: with `ek = d·(k - 1) + 1`,
@@ -12,6 +13,10 @@
 //! the other way round (registry entry 11). Conv 11 only reworded auto_pad, 22 added bfloat16:
 //! no computed value changes. 1 to 3 spatial dims are supported; more is an error naming the op.
 //!
+//! FusedConv is onnxruntime's contrib op (its CPU kernel takes float32; float64 runs here too):
+//! Z, when given, is added before the activation, and an activation it does not list is refused
+//! at parse.
+//!
 //! The float32 kernel: im2col feeding MatMul's GEMM (`matmul::MatElem`), no copy at all for
 //! 1x1 stride-1 unpadded kernels, and a direct loop for depthwise groups (one input channel
 //! each). ConvTranspose is the GEMM of W' and X, then col2im.
@@ -20,7 +25,9 @@ use std::ops::Range;
 
 use ndarray::{ArrayD, ArrayView2, ArrayViewMut2, IxDyn, ShapeBuilder};
 
-use super::common::{check_out, input, opt_input, unsupported_type, Num};
+use super::activation::Act;
+use super::common::{check_out, input, opt_input, type_mismatch, unsupported_type, Num};
+use super::math::{max_nan, Elem as MathElem, Fp};
 use super::matmul::MatElem;
 use super::window::{
     data, derived, in_range, offset, same, span, spatial, tap_major, to3, AutoPad, Axis, Elem,
@@ -41,10 +48,49 @@ pub struct Conv {
 
 impl Conv {
     pub fn parse(a: &Attrs) -> P {
-        Ok(Box::new(Conv {
+        Ok(Box::new(Conv::read(a)?))
+    }
+
+    /// Conv's attributes (also ConvInteger's, QLinearConv's and FusedConv's).
+    pub(super) fn read(a: &Attrs) -> R<Conv> {
+        Ok(Conv {
             window: Window::read(a, true, false)?,
             group: group(a)?,
-        }))
+        })
+    }
+
+    /// Y's shape from X (input `xi`) and W (input `wi`), as far as known.
+    pub(super) fn infer_shape(&self, cx: &InferCx, xi: usize, wi: usize) -> Option<Vec<Dim>> {
+        shapes(cx, xi, wi).map(|(x, w)| {
+            let n = x.len() - 2;
+            let mut out = vec![
+                x[0].clone(),
+                w.as_ref().map_or(Dim::Unknown, |w| w[0].clone()),
+            ];
+            for i in 0..n {
+                let k = self.window.kernel(i);
+                let k = k.or_else(|| w.as_ref().and_then(|w| known(&w[i + 2])));
+                out.push(self.window.infer_dim(i, n, &x[i + 2], k));
+            }
+            out
+        })
+    }
+
+    /// Runs Conv with these attributes on X, W and the optional B of `inputs` (float32 or
+    /// float64), errors naming `op`.
+    pub(super) fn run(
+        &self,
+        ctx: &KernelCtx,
+        op: &'static str,
+        inputs: &[Option<&Tensor>],
+    ) -> KernelResult {
+        let spec = Spec {
+            op,
+            window: &self.window,
+            group: self.group as usize,
+            transpose: None,
+        };
+        conv_any(ctx, inputs, &spec)
     }
 }
 
@@ -65,31 +111,18 @@ fn known(d: &Dim) -> Option<i64> {
     }
 }
 
-/// X's shape, and W's when it has X's rank (>= 3).
-fn shapes(cx: &InferCx) -> Option<(Vec<Dim>, Option<Vec<Dim>>)> {
-    let x = cx.input(0).shape.filter(|s| s.len() >= 3)?;
-    let w = cx.input(1).shape.filter(|w| w.len() == x.len());
+/// X's shape (input `xi`), and W's (input `wi`) when it has X's rank (>= 3).
+fn shapes(cx: &InferCx, xi: usize, wi: usize) -> Option<(Vec<Dim>, Option<Vec<Dim>>)> {
+    let x = cx.input(xi).shape.filter(|s| s.len() >= 3)?;
+    let w = cx.input(wi).shape.filter(|w| w.len() == x.len());
     Some((x, w))
 }
 
 impl Op for Conv {
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
-        let shape = shapes(cx).map(|(x, w)| {
-            let n = x.len() - 2;
-            let mut out = vec![
-                x[0].clone(),
-                w.as_ref().map_or(Dim::Unknown, |w| w[0].clone()),
-            ];
-            for i in 0..n {
-                let k = self.window.kernel(i);
-                let k = k.or_else(|| w.as_ref().and_then(|w| known(&w[i + 2])));
-                out.push(self.window.infer_dim(i, n, &x[i + 2], k));
-            }
-            out
-        });
         vec![TensorType {
             dtype: cx.input(0).dtype,
-            shape,
+            shape: self.infer_shape(cx, 0, 1),
         }]
     }
     fn kernel(&self) -> Kernel {
@@ -221,7 +254,7 @@ impl ConvTranspose {
 
 impl Op for ConvTranspose {
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
-        let shape = shapes(cx).map(|(x, w)| {
+        let shape = shapes(cx, 0, 1).map(|(x, w)| {
             let n = x.len() - 2;
             let m = match (w.as_ref().map(|w| &w[1]), self.group) {
                 (Some(d), 1) => d.clone(),
@@ -249,6 +282,136 @@ impl Op for ConvTranspose {
     }
 }
 
+/// FusedConv's activation: `activation` with its `activation_params`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ConvAct {
+    /// No `activation` attribute.
+    Identity,
+    Relu,
+    Tanh,
+    Sigmoid,
+    /// LeakyRelu (alpha), Clip (min, max) and HardSigmoid (alpha, beta) as activation.rs has them.
+    Param(Act),
+}
+
+impl ConvAct {
+    fn read(a: &Attrs) -> R<ConvAct> {
+        let Some(name) = a.string("activation")? else {
+            return Ok(ConvAct::Identity);
+        };
+        let params = a.floats("activation_params")?.unwrap_or_default();
+        let want = |n: usize| -> R<&[f32]> {
+            if params.len() == n {
+                Ok(&params)
+            } else {
+                Err(format!(
+                    "activation {name} takes {n} 'activation_params', got {}",
+                    params.len()
+                ))
+            }
+        };
+        Ok(match name.as_str() {
+            "Relu" => ConvAct::Relu,
+            "Tanh" => ConvAct::Tanh,
+            "Sigmoid" => ConvAct::Sigmoid,
+            "LeakyRelu" => ConvAct::Param(Act::LeakyRelu { alpha: want(1)?[0] }),
+            "Clip" => {
+                let p = want(2)?;
+                ConvAct::Param(Act::Clip {
+                    lo: p[0] as f64,
+                    hi: p[1] as f64,
+                })
+            }
+            "HardSigmoid" => {
+                let p = want(2)?;
+                ConvAct::Param(Act::HardSigmoid {
+                    alpha: p[0],
+                    beta: p[1],
+                })
+            }
+            _ => {
+                return Err(format!(
+                    "attribute 'activation' {name:?} is not supported (Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid)"
+                ))
+            }
+        })
+    }
+
+    #[inline]
+    fn eval<T: Fp>(self, x: T) -> T {
+        match self {
+            ConvAct::Identity => x,
+            ConvAct::Relu => max_nan(x, T::ZERO),
+            ConvAct::Tanh => x.tanh(),
+            ConvAct::Sigmoid => T::ONE / (T::ONE + (-x).exp()),
+            ConvAct::Param(a) => a.eval(x),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct FusedConv {
+    pub conv: Conv,
+    pub activation: ConvAct,
+}
+
+impl FusedConv {
+    pub fn parse(a: &Attrs) -> P {
+        Ok(Box::new(FusedConv {
+            conv: Conv::read(a)?,
+            activation: ConvAct::read(a)?,
+        }))
+    }
+}
+
+impl Op for FusedConv {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        vec![TensorType {
+            dtype: cx.input(0).dtype,
+            shape: self.conv.infer_shape(cx, 0, 1),
+        }]
+    }
+    fn kernel(&self) -> Kernel {
+        fused_conv
+    }
+    fn same_type_inputs(&self) -> bool {
+        true
+    }
+}
+
+fn fused_conv(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "FusedConv";
+    let p = ctx.attrs::<FusedConv>()?;
+    let y = p
+        .conv
+        .run(ctx, OP, &inputs[..inputs.len().min(3)])?
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("{OP}: internal: Conv gave no output"))?;
+    fn finish<T: Fp>(mut y: ArrayD<T>, z: Option<&Tensor>, act: ConvAct) -> R<ArrayD<T>> {
+        if let Some(z) = z {
+            let z =
+                <T as MathElem>::view(z).ok_or_else(|| type_mismatch(OP, T::DTYPE, z.dtype()))?;
+            if z.shape() != y.shape() {
+                return Err(format!(
+                    "{OP}: Z must have Y's shape {:?}, got {:?}",
+                    y.shape(),
+                    z.shape()
+                ));
+            }
+            y.zip_mut_with(z, |v, &z| *v = *v + z);
+        }
+        y.mapv_inplace(|v| act.eval(v));
+        Ok(y)
+    }
+    let z = opt_input(inputs, 3);
+    Ok(vec![match y {
+        Tensor::F32(y) => Tensor::F32(finish(y, z, p.activation)?),
+        Tensor::F64(y) => Tensor::F64(finish(y, z, p.activation)?),
+        y => return Err(unsupported_type(OP, y.dtype())),
+    }])
+}
+
 /// What Conv and ConvTranspose tell the shared kernel.
 struct Spec<'a> {
     op: &'static str,
@@ -259,14 +422,7 @@ struct Spec<'a> {
 }
 
 pub fn conv(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    let p = ctx.attrs::<Conv>()?;
-    let spec = Spec {
-        op: "Conv",
-        window: &p.window,
-        group: p.group as usize,
-        transpose: None,
-    };
-    conv_any(ctx, inputs, &spec)
+    ctx.attrs::<Conv>()?.run(ctx, "Conv", inputs)
 }
 
 pub fn conv_transpose(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {

@@ -571,3 +571,95 @@ fn conv_micro_benchmark() {
         flops,
     );
 }
+
+fn fused(attrs: Vec<AttributeProto>, ins: &[Option<&Tensor>]) -> Result<Tensor, String> {
+    let mut n = Node::new("FusedConv", crate::ir::model::MS_DOMAIN);
+    for a in attrs {
+        n.set_attr(a);
+    }
+    run_at(fused_conv, &n, 1, ins).map(|mut v| v.remove(0))
+}
+
+#[test]
+fn fused_conv_activations_and_z() {
+    // Conv of 3x3 iota by [[1, 2], [3, 4]] is [27, 37, 57, 67] (above); bias -40 gives
+    // [-13, -3, 17, 27].
+    let x = iota(&[1, 1, 3, 3]);
+    let w = f32s(&[1, 1, 2, 2], &[1., 2., 3., 4.]);
+    let b = f32s(&[1], &[-40.]);
+    let act = |name: &str, params: &[f32]| {
+        let mut a = vec![attr::string("activation", name)];
+        if !params.is_empty() {
+            a.push(attr::floats("activation_params", params));
+        }
+        a
+    };
+    let ins = [Some(&x), Some(&w), Some(&b)];
+    let y = |attrs| fused(attrs, &ins).unwrap();
+    let s = |v: &[f32]| f32s(&[1, 1, 2, 2], v);
+    assert_eq!(y(vec![]), s(&[-13., -3., 17., 27.]));
+    assert_eq!(y(act("Relu", &[])), s(&[0., 0., 17., 27.]));
+    assert_eq!(y(act("LeakyRelu", &[0.5])), s(&[-6.5, -1.5, 17., 27.]));
+    assert_eq!(y(act("Clip", &[-5., 20.])), s(&[-5., -3., 17., 20.]));
+    // HardSigmoid alpha 0.1, beta 0.5: clamp(-0.8), clamp(0.2), clamp(2.2), clamp(3.2).
+    assert_close(
+        &y(act("HardSigmoid", &[0.1, 0.5])),
+        &s(&[0., 0.2, 1., 1.]),
+        1e-6,
+    );
+    let t = |v: f32| v.tanh();
+    assert_close(
+        &y(act("Tanh", &[])),
+        &s(&[t(-13.), t(-3.), t(17.), t(27.)]),
+        1e-6,
+    );
+    let sg = |v: f32| 1. / (1. + (-v).exp());
+    let want = s(&[sg(-13.), sg(-3.), sg(17.), sg(27.)]);
+    assert_close(&y(act("Sigmoid", &[])), &want, 1e-6);
+    // Z is added before the activation.
+    let z = s(&[20., 1., -20., 0.]);
+    let ins = [Some(&x), Some(&w), Some(&b), Some(&z)];
+    assert_eq!(
+        fused(act("Relu", &[]), &ins).unwrap(),
+        s(&[7., 0., 0., 27.])
+    );
+    // Z without B, float64.
+    let xd = f64s(&[1, 1, 3, 3], &[0., 1., 2., 3., 4., 5., 6., 7., 8.]);
+    let wd = f64s(&[1, 1, 2, 2], &[1., 2., 3., 4.]);
+    let zd = f64s(&[1, 1, 2, 2], &[-30., 0., 0., 0.]);
+    let y = fused(act("Relu", &[]), &[Some(&xd), Some(&wd), None, Some(&zd)]).unwrap();
+    assert_eq!(y, f64s(&[1, 1, 2, 2], &[0., 37., 57., 67.]));
+}
+
+#[test]
+fn fused_conv_refusals() {
+    let parse = |attrs: Vec<AttributeProto>| {
+        let mut n = Node::new("FusedConv", crate::ir::model::MS_DOMAIN);
+        for a in attrs {
+            n.set_attr(a);
+        }
+        crate::ops::resolve(&n, 1)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let e = parse(vec![attr::string("activation", "Elu")]).unwrap_err();
+    assert!(e.contains("\"Elu\" is not supported"), "{e}");
+    let e = parse(vec![attr::string("activation", "LeakyRelu")]).unwrap_err();
+    assert!(
+        e.contains("LeakyRelu takes 1 'activation_params', got 0"),
+        "{e}"
+    );
+    let e = parse(vec![
+        attr::string("activation", "Clip"),
+        attr::floats("activation_params", &[0.]),
+    ])
+    .unwrap_err();
+    assert!(e.contains("Clip takes 2"), "{e}");
+    let x = iota(&[1, 1, 3, 3]);
+    let w = f32s(&[1, 1, 2, 2], &[1.; 4]);
+    let z = f32s(&[1, 1, 3, 3], &[0.; 9]);
+    let e = fused(vec![], &[Some(&x), Some(&w), None, Some(&z)]).unwrap_err();
+    assert!(e.contains("Z must have Y's shape [1, 1, 2, 2]"), "{e}");
+    let e = fused(vec![], &[Some(&x), Some(&f32s(&[1, 2, 2, 2], &[1.; 8]))]).unwrap_err();
+    assert!(e.starts_with("FusedConv: X has 1 channels"), "{e}");
+}

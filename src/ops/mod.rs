@@ -60,6 +60,8 @@ pub mod norm;
 pub mod pad;
 pub mod pool;
 pub mod quant;
+pub mod quant_conv;
+pub mod quant_ms;
 pub mod rearrange;
 pub mod recurrent;
 pub mod reduce;
@@ -146,6 +148,12 @@ pub trait Op: Any + Debug + Send + Sync {
     /// type before the kernel runs and narrows its outputs back to their declared types
     /// (`Tensor::widen`/`narrow`), so kernels are written for the compute types only.
     fn any_element_type(&self) -> bool {
+        false
+    }
+    /// True when the executor's narrowing of this op's integer results to a smaller integer
+    /// storage type saturates (clamps to the type's range) instead of wrapping: onnxruntime
+    /// computes such ops (Resize's linear and cubic modes on uint8/int8) in the storage type.
+    fn saturates(&self) -> bool {
         false
     }
     /// The graphs the op runs (If's branches, Loop's and Scan's bodies), by attribute name:

@@ -37,7 +37,7 @@ fn dtype_attr(a: &Attrs, name: &str) -> Result<Option<DType>, String> {
 }
 
 /// The integer range of a quantized type held by this backend.
-fn qrange(op: &str, t: DType) -> Result<(f64, f64), String> {
+pub(super) fn qrange(op: &str, t: DType) -> Result<(f64, f64), String> {
     Ok(match t {
         DType::U8 => (0.0, 255.0),
         DType::I8 => (-128.0, 127.0),
@@ -151,14 +151,14 @@ fn params(
     Ok((layout, s, z))
 }
 
-fn float_math(t: DType) -> bool {
+pub(super) fn float_math(t: DType) -> bool {
     matches!(t, DType::F32 | DType::F16 | DType::BF16)
 }
 
 /// `saturate(round_half_even(x / s) + z)` into `[lo, hi]`, the division in float32 unless
 /// `f64_math`.
 #[inline]
-fn quantize1(x: f64, s: f64, z: f64, lo: f64, hi: f64, f64_math: bool) -> f64 {
+pub(super) fn quantize1(x: f64, s: f64, z: f64, lo: f64, hi: f64, f64_math: bool) -> f64 {
     let q = if f64_math {
         x / s
     } else {
@@ -173,7 +173,12 @@ fn quantize1(x: f64, s: f64, z: f64, lo: f64, hi: f64, f64_math: bool) -> f64 {
 }
 
 /// A tensor of type `t` from exact integer values.
-fn int_tensor(op: &str, shape: &[usize], v: Vec<f64>, t: DType) -> Result<Tensor, String> {
+pub(super) fn int_tensor(
+    op: &str,
+    shape: &[usize],
+    v: Vec<f64>,
+    t: DType,
+) -> Result<Tensor, String> {
     let a = ArrayD::from_shape_vec(IxDyn(shape), v.into_iter().map(|v| v as i64).collect())
         .map_err(|e| format!("{op}: {e}"))?;
     Tensor::I64(a)
@@ -182,7 +187,12 @@ fn int_tensor(op: &str, shape: &[usize], v: Vec<f64>, t: DType) -> Result<Tensor
 }
 
 /// A float32 tensor narrowed to `t` (float32, float16, bfloat16).
-fn float_tensor(op: &str, shape: &[usize], v: Vec<f32>, t: DType) -> Result<Tensor, String> {
+pub(super) fn float_tensor(
+    op: &str,
+    shape: &[usize],
+    v: Vec<f32>,
+    t: DType,
+) -> Result<Tensor, String> {
     let a = ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| format!("{op}: {e}"))?;
     Tensor::F32(a)
         .narrow(t)
@@ -374,13 +384,8 @@ impl Op for DynamicQuantizeLinear {
     }
 }
 
-fn dynamic_quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    const OP: &str = "DynamicQuantizeLinear";
-    let x = match input(OP, inputs, 0)? {
-        Tensor::F32(a) => a,
-        t => return Err(unsupported_type(OP, t.dtype())),
-    };
-    check_out(ctx, OP, x.shape(), 8)?;
+/// DynamicQuantizeLinear's uint8 scale and zero point for `x`: its range widened to hold 0.
+pub(super) fn dynamic_params(x: &ArrayD<f32>) -> (f32, f32) {
     let (mut lo, mut hi) = (0f32, 0f32);
     for &v in x.iter() {
         lo = lo.min(v);
@@ -388,6 +393,17 @@ fn dynamic_quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> Kerne
     }
     let scale = if hi == lo { 1.0 } else { hi - lo } / 255.0;
     let zp = (0.0 - lo / scale).clamp(0.0, 255.0).round_ties_even();
+    (scale, zp)
+}
+
+fn dynamic_quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    const OP: &str = "DynamicQuantizeLinear";
+    let x = match input(OP, inputs, 0)? {
+        Tensor::F32(a) => a,
+        t => return Err(unsupported_type(OP, t.dtype())),
+    };
+    check_out(ctx, OP, x.shape(), 8)?;
+    let (scale, zp) = dynamic_params(x);
     let out = x
         .iter()
         .map(|&v| quantize1(v as f64, scale as f64, zp as f64, 0.0, 255.0, false))
@@ -401,7 +417,7 @@ fn dynamic_quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> Kerne
 
 /// `x - zp` as int32, the zero point a scalar or one value per row (`per` = the row's element
 /// count and `n` rows, A) or per column (`per` = 1 and `n` columns, B).
-fn centered(
+pub(super) fn centered(
     op: &str,
     what: &str,
     x: &Tensor,
@@ -454,7 +470,12 @@ fn centered(
         .map_err(|e| format!("{op}: {e}"))
 }
 
-fn int_matmul(ctx: &KernelCtx, op: &str, a: Tensor, b: Tensor) -> Result<ArrayD<i32>, String> {
+pub(super) fn int_matmul(
+    ctx: &KernelCtx,
+    op: &str,
+    a: Tensor,
+    b: Tensor,
+) -> Result<ArrayD<i32>, String> {
     match super::matmul::matmul(ctx, &[Some(&a), Some(&b)])
         .map_err(|e| format!("{op}: {e}"))?
         .pop()
@@ -466,7 +487,7 @@ fn int_matmul(ctx: &KernelCtx, op: &str, a: Tensor, b: Tensor) -> Result<ArrayD<
     }
 }
 
-fn infer_matmul(cx: &InferCx, dtype: Option<DType>) -> TensorType {
+pub(super) fn infer_matmul(cx: &InferCx, dtype: Option<DType>) -> TensorType {
     let mut t = Op::infer(&super::matmul::MatMul, cx).remove(0);
     t.dtype = dtype;
     t
@@ -504,7 +525,7 @@ impl Op for QLinearMatMul {
 }
 
 /// A scale that is a scalar or one value per row/column (`n` of them).
-fn scales(op: &str, what: &str, s: &Tensor, n: usize) -> Result<Vec<f32>, String> {
+pub(super) fn scales(op: &str, what: &str, s: &Tensor, n: usize) -> Result<Vec<f32>, String> {
     if !float_math(s.dtype()) {
         return Err(format!("{op}: {what} must be float, got {}", s.dtype()));
     }

@@ -7,9 +7,9 @@ use std::sync::OnceLock;
 use super::{
     activation, arg, attention, cast, compare, concat, control_flow, conv, deform, detect, einsum,
     elementwise, embed, eyelike, fused_elementwise, fused_matmul, gather_scatter, gelu, glu,
-    index_ops, lanes, layout, linalg, loss, math, matmul, norm, pad, pool, quant, rearrange,
-    recurrent, reduce, reduce_more, resize, rms, rotary, sample, select, shape_ops, signal, slice,
-    state_ops, tensor_scatter, transformer, Attrs, Op,
+    index_ops, lanes, layout, linalg, loss, math, matmul, norm, pad, pool, quant, quant_conv,
+    quant_ms, rearrange, recurrent, reduce, reduce_more, resize, rms, rotary, sample, select,
+    shape_ops, signal, slice, state_ops, tensor_scatter, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -216,10 +216,17 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "QLinearMatMul", 21, quant::QLinearMatMul),
     op!(MS, "FusedGemm", 1, matmul::FusedGemm),
     op!(MS, "FusedMatMul", 1, fused_matmul::FusedMatMul),
+    // com.microsoft quantized matrix products (quant_ms.rs)
+    op!(MS, "MatMulNBits", 1, quant_ms::MatMulNBits),
+    op!(MS, "DynamicQuantizeMatMul", 1, quant_ms::DynamicQuantizeMatMul),
     // convolutions (conv.rs): ConvTranspose 11 swapped the halves of computed pads
     op!(ONNX, "Conv", 1, conv::Conv),
     op!(ONNX, "ConvTranspose", 1, conv::ConvTranspose),
     op!(ONNX, "ConvTranspose", 11, conv::ConvTranspose),
+    op!(MS, "FusedConv", 1, conv::FusedConv),
+    // quantized convolutions (quant_conv.rs)
+    op!(ONNX, "ConvInteger", 10, quant_conv::ConvInteger),
+    op!(ONNX, "QLinearConv", 10, quant_conv::QLinearConv),
     // pooling (pool.rs): a line where a version adds an attribute or output
     op!(ONNX, "MaxPool", 1, pool::MaxPool),
     op!(ONNX, "MaxPool", 8, pool::MaxPool),

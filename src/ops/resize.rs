@@ -14,7 +14,9 @@
 //! | Resize | 19 | as 18 | as 13 |
 //!
 //! Modes: `nearest` (any element type), `linear` and `cubic` (numbers; integers are computed in
-//! float64, then rounded half to even and saturated). Output size per resized axis:
+//! float64, then rounded half to even and saturated: to the compute type here, and to a
+//! storage type such as uint8 by the executor's narrowing, which `Op::saturates` makes clamp
+//! rather than wrap, as onnxruntime does). Output size per resized axis:
 //! floor(in * scale) from scales (roi does not change it, as in onnxruntime and the ONNX
 //! reference), or sizes, adjusted by `keep_aspect_ratio_policy` (one scale for all axes, the
 //! min or max of sizes/in; size = round-half-up(scale * in)). An empty scales or sizes tensor
@@ -209,6 +211,9 @@ impl Op for Resize {
     }
     fn kernel(&self) -> Kernel {
         resize
+    }
+    fn saturates(&self) -> bool {
+        true
     }
 }
 

@@ -33,6 +33,8 @@ struct Step<'m> {
     declared: Vec<Option<DType>>,
     /// Some output is declared with a storage type.
     narrows: bool,
+    /// Narrowing to a smaller integer type clamps instead of wrapping (`Op::saturates`).
+    saturates: bool,
     /// If/Loop/Scan: the body graphs by attribute name, as models planned (and checked) once
     /// here and run by `control`.
     bodies: Vec<(String, Model)>,
@@ -160,6 +162,7 @@ impl<'m> Executor<'m> {
                 node: id,
                 kernel: op.kernel(),
                 widens: !op.any_element_type(),
+                saturates: op.saturates(),
                 op,
                 opset,
                 free_after: Vec::new(),
@@ -383,11 +386,12 @@ impl<'m> Executor<'m> {
                     .flatten()
                     .map(|t| t.dtype())
                     .find(|d| !d.is_compute());
-                narrow_outputs(outs, &step.declared, first).map_err(kernel_err)?
+                narrow_outputs(outs, &step.declared, first, step.saturates).map_err(kernel_err)?
             } else {
                 let outs = (step.kernel)(&ctx, &args).map_err(kernel_err)?;
                 if step.narrows {
-                    narrow_outputs(outs, &step.declared, None).map_err(kernel_err)?
+                    narrow_outputs(outs, &step.declared, None, step.saturates)
+                        .map_err(kernel_err)?
                 } else {
                     outs
                 }
@@ -450,6 +454,7 @@ fn narrow_outputs(
     outs: Vec<Tensor>,
     declared: &[Option<DType>],
     fallback: Option<DType>,
+    saturate: bool,
 ) -> std::result::Result<Vec<Tensor>, String> {
     outs.into_iter()
         .enumerate()
@@ -463,8 +468,12 @@ fn narrow_outputs(
             if t.dtype() == to {
                 return Ok(t);
             }
-            t.narrow(to)
-                .ok_or_else(|| format!("output {i} is {} where {to} is declared", t.dtype()))
+            let narrowed = if saturate {
+                t.narrow_saturating(to)
+            } else {
+                t.narrow(to)
+            };
+            narrowed.ok_or_else(|| format!("output {i} is {} where {to} is declared", t.dtype()))
         })
         .collect()
 }
@@ -573,6 +582,38 @@ mod tests {
             out[1].1,
             Tensor::I8(ArrayD::from_shape_vec(IxDyn(&[2]), vec![56, 14]).unwrap())
         );
+    }
+
+    /// Resize (`Op::saturates`) clamps its widened integer results into uint8 as onnxruntime
+    /// does: cubic upsampling of a 0 -> 255 step overshoots both ends, and those values must
+    /// come out 0 and 255 (wrapping would give values near the other end). Each uint8 value is
+    /// the float32 Resize of the same data rounded half to even and clamped.
+    #[test]
+    fn resize_saturates_when_narrowing_to_uint8() {
+        let mut b = GraphBuilder::new("g", 17);
+        let u = b.input("U", DType::U8, vec![Dim::Known(1), Dim::Known(6)]);
+        let f = b.input("F", DType::F32, vec![Dim::Known(1), Dim::Known(6)]);
+        let scales = b.initializer("scales", &f32s(&[2], &[1., 3.]));
+        let cubic = || vec![attr::string("mode", "cubic")];
+        let ru = b.node("", "Resize", &[Some(u), None, Some(scales)], 1, cubic())[0];
+        let rf = b.node("", "Resize", &[Some(f), None, Some(scales)], 1, cubic())[0];
+        b.output(ru, "RU");
+        b.output(rf, "RF");
+        let m = b.build();
+        let v = [0u8, 0, 0, 255, 255, 255];
+        let ut = Tensor::U8(ArrayD::from_shape_vec(IxDyn(&[1, 6]), v.to_vec()).unwrap());
+        let ft = f32s(&[1, 6], &v.map(f32::from));
+        let out = run(&m, &[("U", ut), ("F", ft)]);
+        let Tensor::F32(rf) = &out[1].1 else {
+            panic!("RF is {:?}", out[1].1.dtype())
+        };
+        assert!(rf.iter().any(|&x| x < -0.5) && rf.iter().any(|&x| x > 255.5));
+        let want: Vec<u8> = rf
+            .iter()
+            .map(|&x| x.round_ties_even().clamp(0.0, 255.0) as u8)
+            .collect();
+        let want = Tensor::U8(ArrayD::from_shape_vec(IxDyn(&[1, 18]), want).unwrap());
+        assert_eq!(out[0].1, want);
     }
 
     /// A value read by a Reshape and then by a later node keeps its data for that node: only the
