@@ -6,9 +6,9 @@ use std::sync::OnceLock;
 
 use super::{
     activation, arg, attention, cast, compare, concat, control_flow, conv, elementwise, embed,
-    eyelike, fused_elementwise, gather_scatter, gelu, index_ops, lanes, layout, math, matmul, norm,
-    pad, pool, quant, reduce, reduce_more, resize, rms, select, shape_ops, slice, transformer,
-    Attrs, Op,
+    eyelike, fused_elementwise, gather_scatter, gelu, index_ops, lanes, layout, math, matmul,
+    ms_attention, norm, pad, pool, quant, reduce, reduce_more, resize, rms, sdpa, select,
+    shape_ops, slice, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -49,6 +49,8 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "If", 1, control_flow::If),
     op!(ONNX, "Loop", 1, control_flow::Loop),
     op!(ONNX, "Scan", 9, control_flow::Scan),
+    // ai.onnx: scaled dot-product attention (sdpa.rs)
+    op!(ONNX, "Attention", 23, sdpa::Attention),
     // ai.onnx: elementwise math (elementwise.rs)
     op!(ONNX, "Abs", 1, elementwise::Abs),
     op!(ONNX, "Add", 1, elementwise::Add),
@@ -270,9 +272,11 @@ static OPS: &[OpDef] = &[
     op!(MS, "FastGelu", 1, gelu::FastGelu),
     op!(MS, "BiasGelu", 1, gelu::BiasGelu),
     op!(MS, "QuickGelu", 1, gelu::QuickGelu),
-    // attention blocks (embed.rs, attention.rs)
+    // attention blocks (embed.rs, attention.rs, ms_attention.rs)
     op!(MS, "EmbedLayerNormalization", 1, embed::EmbedLayerNormalization),
     op!(MS, "Attention", 1, attention::Attention),
+    op!(MS, "MultiHeadAttention", 1, ms_attention::MultiHeadAttention),
+    op!(MS, "GroupQueryAttention", 1, ms_attention::GroupQueryAttention),
     // fuselab's generated elementwise chains (fused_elementwise.rs)
     op!(FL, "FusedElementwise", 1, fused_elementwise::FusedElementwise),
 ];
