@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import onnx
 from onnx import TensorProto, helper
 from test_fused_ops import MS, compare, fuselab_run, model, ort_run
 
@@ -47,7 +48,11 @@ MHA_CASES = {
         "attrs": {"unidirectional": 1},
         "mask": [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]],
     },
-    "scale_filter": {"attrs": {"scale": 0.2, "mask_filter_value": -1e9}, "mask": [[1, 0, 1, 0], [1, 1, 1, 0]], "kv": 4},
+    "scale_filter": {
+        "attrs": {"scale": 0.2, "mask_filter_value": -1e9},
+        "mask": [[1, 0, 1, 0], [1, 1, 1, 0]],
+        "kv": 4,
+    },
 }
 
 
@@ -160,8 +165,6 @@ def test_group_query_attention_rotary_is_refused(fuselab, tmp_path):
     ]
     m = model(node, inputs, [("y", F32)], 14)
     path = tmp_path / "model.onnx"
-    import onnx
-
     onnx.save(m, str(path))
     feeds = {
         "q": np.zeros((1, 2, GQ * GD), np.float32),
