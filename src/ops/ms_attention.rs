@@ -180,8 +180,38 @@ impl Op for MultiHeadAttention {
             dtype: q.dtype,
             shape,
         };
-        let present = Some(vec![Dim::Unknown; 4]);
-        cx.fit(vec![t(y), t(present.clone()), t(present)])
+        // present_key/present_value: [B, N, P + L, D] and [B, N, P + L, Dv].
+        let n = self.num_heads.filter(|&n| n > 0);
+        let per_head = |w: Option<&Dim>| match (w, n) {
+            (Some(Dim::Known(w)), Some(n)) if w % n == 0 => Dim::Known(w / n),
+            _ => Dim::Unknown,
+        };
+        let k = cx.input(1).shape;
+        let (kv_len, dk, dv) = match (k.as_deref(), v.as_deref()) {
+            (Some([_, l, w]), Some([_, _, vw])) => {
+                (l.clone(), per_head(Some(w)), per_head(Some(vw)))
+            }
+            (Some([_, _, l, d]), Some([_, _, _, vd])) => (l.clone(), d.clone(), vd.clone()),
+            _ => (Dim::Unknown, Dim::Unknown, Dim::Unknown),
+        };
+        let total = match (cx.has_input(6), cx.input(6).shape.as_deref(), &kv_len) {
+            (false, _, l) => l.clone(),
+            (true, Some([_, _, Dim::Known(p), _]), Dim::Known(l)) => Dim::Known(p + l),
+            _ => Dim::Unknown,
+        };
+        let batch = q
+            .shape
+            .as_deref()
+            .and_then(|s| s.first().cloned())
+            .unwrap_or(Dim::Unknown);
+        let heads = n.map_or(Dim::Unknown, Dim::Known);
+        let present = |d: Dim| Some(vec![batch.clone(), heads.clone(), total.clone(), d]);
+        let (pk, pv) = if q.shape.as_ref().is_some_and(|s| s.len() == 3) {
+            (present(dk), present(dv))
+        } else {
+            (None, None)
+        };
+        cx.fit(vec![t(y), t(pk), t(pv)])
     }
     fn kernel(&self) -> Kernel {
         |ctx, inputs| match input(MHA, inputs, 0)? {
