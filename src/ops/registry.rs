@@ -7,9 +7,9 @@ use std::sync::OnceLock;
 use super::{
     activation, arg, attention, cast, compare, concat, control_flow, conv, deform, detect, einsum,
     elementwise, embed, eyelike, fused_elementwise, fused_matmul, gather_scatter, gelu, glu,
-    index_ops, lanes, layout, linalg, loss, math, matmul, norm, pad, pool, quant, quant_conv,
-    quant_ms, rearrange, recurrent, reduce, reduce_more, resize, rms, rotary, sample, select,
-    shape_ops, signal, slice, state_ops, tensor_scatter, transformer, Attrs, Op,
+    index_ops, lanes, layout, linalg, loss, math, matmul, ms_attention, norm, pad, pool, quant,
+    quant_conv, quant_ms, rearrange, recurrent, reduce, reduce_more, resize, rms, rotary, sample,
+    sdpa, select, shape_ops, signal, slice, state_ops, tensor_scatter, transformer, Attrs, Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -50,6 +50,8 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "If", 1, control_flow::If),
     op!(ONNX, "Loop", 1, control_flow::Loop),
     op!(ONNX, "Scan", 9, control_flow::Scan),
+    // ai.onnx: scaled dot-product attention (sdpa.rs)
+    op!(ONNX, "Attention", 23, sdpa::Attention),
     // ai.onnx: elementwise math (elementwise.rs)
     op!(ONNX, "Abs", 1, elementwise::Abs),
     op!(ONNX, "Add", 1, elementwise::Add),
@@ -323,9 +325,11 @@ static OPS: &[OpDef] = &[
     // gated and biased elementwise ops (glu.rs)
     op!(ONNX, "SwiGLU", 28, glu::SwiGLU),
     op!(MS, "BiasAdd", 1, glu::BiasAdd),
-    // attention blocks (embed.rs, attention.rs)
+    // attention blocks (embed.rs, attention.rs, ms_attention.rs)
     op!(MS, "EmbedLayerNormalization", 1, embed::EmbedLayerNormalization),
     op!(MS, "Attention", 1, attention::Attention),
+    op!(MS, "MultiHeadAttention", 1, ms_attention::MultiHeadAttention),
+    op!(MS, "GroupQueryAttention", 1, ms_attention::GroupQueryAttention),
     // sequence ops with a carried state (state_ops.rs)
     op!(ONNX, "CausalConvWithState", 27, state_ops::CausalConvWithState),
     op!(ONNX, "LinearAttention", 27, state_ops::LinearAttention),
