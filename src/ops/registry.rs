@@ -440,7 +440,9 @@ mod tests {
         assert!(lookup(FL, "AddEyeLike", 1).is_some());
         assert!(lookup("", "AddEyeLike", 13).is_none());
         assert!(lookup("com.example", "Add", 13).is_none());
-        assert!(lookup("", "DeformConv", 19).is_none());
+        assert!(lookup("", "ImageDecoder", 20).is_none());
+        assert!(lookup("", "DeformConv", 18).is_none());
+        assert!(lookup("", "DeformConv", 19).is_some());
         assert!(lookup("", "Conv", 1).is_some());
         assert!(lookup("", "SkipLayerNormalization", 17).is_none());
         assert!(lookup(MS, "SkipLayerNormalization", 1).is_some());

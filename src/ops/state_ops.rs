@@ -240,9 +240,11 @@ impl Op for LinearAttention {
         let (hq, hkv) = (self.q_heads as i64, self.kv_heads as i64);
         let (qd, vd) = (dims(&q.shape), dims(&v.shape));
         let out = match (&qd, &vd) {
-            (Some((b, t, _)), Some((_, _, hv))) if hv % hkv == 0 => {
-                Some(vec![b.clone(), t.clone(), Dim::Known(hq * (hv / hkv))])
-            }
+            (Some((b, t, _)), Some((_, _, hv))) if hv % hkv == 0 => Some(vec![
+                b.clone(),
+                t.clone(),
+                hq.checked_mul(hv / hkv).map_or(Dim::Unknown, Dim::Known),
+            ]),
             _ => None,
         };
         let state = match (&qd, &vd) {
