@@ -820,7 +820,106 @@ fn no_adapter_fails_only_when_a_gpu_is_required(_gpu: &Gpu) {
     );
 }
 
+/// The ONNX node-test corpus on the GPU: every case the reference backend passes (the list in
+/// tests/onnx_conformance_expected.txt), optimized and lowered as `fuselab bench --backend
+/// webgpu` does, on its first data set. A case whose ops, attributes or element types the WebGPU
+/// backend does not claim is refused when the session is planned (counted, not run); every case
+/// it plans must run and match the reference backend within 1e-4 · (1 + |reference|).
+fn node_corpus_cases_it_claims_match(gpu: &Gpu) {
+    use fuselab::onnx::proto::TensorProto;
+    use fuselab::pipeline::{for_backend, Backend};
+    use prost::Message;
+    let root = common::node_corpus();
+    let listed =
+        std::fs::read_to_string(common::repo().join("tests/onnx_conformance_expected.txt"))
+            .unwrap();
+    let limits = Limits::default();
+    let read_pb = |p: std::path::PathBuf| {
+        let tp = TensorProto::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
+        fuselab::onnx::tensor::to_tensor(&tp, &limits).unwrap()
+    };
+    let (mut ran, mut refused) = (0usize, 0usize);
+    let mut bad = Vec::new();
+    for name in listed
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next())
+    {
+        let dir = root.join(name);
+        let model = fuselab::io::load_file(&dir.join("model.onnx"), &limits).unwrap();
+        let mut optimized = model.clone();
+        fuselab::passes::optimize(&mut optimized, &[]).unwrap();
+        let m = for_backend(&optimized, Backend::Webgpu).unwrap();
+        let g = &m.graph;
+        let inputs: HashMap<String, Tensor> = g
+            .inputs
+            .iter()
+            .filter(|&&v| g.initializer(v).is_none())
+            .enumerate()
+            .map(|(i, &v)| {
+                let t = read_pb(dir.join(format!("test_data_set_0/input_{i}.pb")));
+                (g.name(v).to_string(), t)
+            })
+            .collect();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let Ok(s) = pollster::block_on(GpuSession::for_inputs(gpu, &m, &inputs, &limits))
+            else {
+                return Ok(false);
+            };
+            let want = Executor::new(&m, &limits)
+                .and_then(|ex| ex.run(&inputs))
+                .map_err(|e| format!("reference: {e}"))?;
+            let got = pollster::block_on(s.run(&inputs)).map_err(|e| format!("run: {e}"))?;
+            for ((wn, w), (_, gt)) in want.iter().zip(&got) {
+                if w.dtype() != gt.dtype() || w.shape() != gt.shape() {
+                    return Err(format!(
+                        "{wn}: {} {:?} on the GPU, {} {:?} expected",
+                        gt.dtype(),
+                        gt.shape(),
+                        w.dtype(),
+                        w.shape()
+                    ));
+                }
+                let worst = w
+                    .to_f64_vec()
+                    .iter()
+                    .zip(gt.to_f64_vec())
+                    .filter(|(a, b)| !(a.is_nan() && b.is_nan()) && **a != *b)
+                    .map(|(a, b)| (a - b).abs() / (1.0 + a.abs()))
+                    .fold(0.0f64, |m, d| if d.is_nan() { f64::INFINITY } else { m.max(d) });
+                if worst > 1e-4 {
+                    return Err(format!("{wn}: max |gpu - reference| / (1 + |ref|) = {worst:e}"));
+                }
+            }
+            Ok(true)
+        }));
+        match outcome {
+            Ok(Ok(true)) => ran += 1,
+            Ok(Ok(false)) => refused += 1,
+            Ok(Err(e)) => {
+                ran += 1;
+                bad.push(format!("{name}: {e}"));
+            }
+            Err(_) => {
+                ran += 1;
+                bad.push(format!("{name}: panicked"));
+            }
+        }
+    }
+    println!(
+        "node corpus on webgpu: {ran} cases planned and run, {} match; {refused} not claimed \
+         (refused when planned)",
+        ran - bad.len()
+    );
+    assert!(bad.is_empty(), "{} cases differ:\n{}", bad.len(), bad.join("\n"));
+    assert!(ran > 100, "only {ran} corpus cases ran on the GPU");
+}
+
 const CASES: &[Case] = &[
+    (
+        "node_corpus_cases_it_claims_match",
+        node_corpus_cases_it_claims_match,
+    ),
     (
         "no_adapter_fails_only_when_a_gpu_is_required",
         no_adapter_fails_only_when_a_gpu_is_required,
