@@ -886,9 +886,14 @@ fn node_corpus_cases_it_claims_match(gpu: &Gpu) {
                     .zip(gt.to_f64_vec())
                     .filter(|(a, b)| !(a.is_nan() && b.is_nan()) && **a != *b)
                     .map(|(a, b)| (a - b).abs() / (1.0 + a.abs()))
-                    .fold(0.0f64, |m, d| if d.is_nan() { f64::INFINITY } else { m.max(d) });
+                    .fold(
+                        0.0f64,
+                        |m, d| if d.is_nan() { f64::INFINITY } else { m.max(d) },
+                    );
                 if worst > 1e-4 {
-                    return Err(format!("{wn}: max |gpu - reference| / (1 + |ref|) = {worst:e}"));
+                    return Err(format!(
+                        "{wn}: max |gpu - reference| / (1 + |ref|) = {worst:e}"
+                    ));
                 }
             }
             Ok(true)
@@ -911,7 +916,12 @@ fn node_corpus_cases_it_claims_match(gpu: &Gpu) {
          (refused when planned)",
         ran - bad.len()
     );
-    assert!(bad.is_empty(), "{} cases differ:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} cases differ:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
     assert!(ran > 100, "only {ran} corpus cases ran on the GPU");
 }
 
