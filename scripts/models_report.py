@@ -14,7 +14,8 @@ Per model, on the inputs real_models.SPECS gives it (the pytest table's inputs):
             whether it is within the model's tolerance; or the CLI's error
   fused     `fuselab optimize --no-parity`: nodes before -> after, fused ops; "ort ok" when
             onnxruntime on the optimized model gives the original's outputs (within tolerance)
-  parity    `fuselab optimize` (with its own parity check): ok and max |diff|, or the error
+  parity    `fuselab optimize --input ...` (its own parity check, on the same inputs): ok and
+            max |diff|, or the error
   time      median ms of one run: fuselab (`fuselab bench --runs N --warmup 1`, reference
             backend, original and optimized graph, its own seeded inputs of the same shapes) and
             onnxruntime 1 thread (intra- and inter-op), default graph optimizations, on the
@@ -132,7 +133,10 @@ def report_one(fuselab: Path, path: Path, runs: int, work: Path) -> dict:
     spec = SPECS[mid]
     model = onnx.load(str(path))
     hist, in_subgraphs = op_histogram(model)
-    dims = [a for k, v in spec.dims.items() for a in ("--dim", f"{k}={v}")]
+    # The spec's dims by name and its full input shapes axis by axis, as test_models passes them.
+    pairs = list(spec.dims.items())
+    pairs += [(f"{n}[{i}]", v) for n, shape in spec.shapes.items() for i, v in enumerate(shape)]
+    dims = [a for k, v in pairs for a in ("--dim", f"{k}={v}")]
     row: dict = {
         "model": mid,
         "bytes": path.stat().st_size,
@@ -146,12 +150,12 @@ def report_one(fuselab: Path, path: Path, runs: int, work: Path) -> dict:
     row["ort_ms"] = ort_time_ms(path, feeds, runs)
 
     # fuselab run vs onnxruntime
-    args: list = [fuselab, "run", path, *dims, "--out", work / "out"]
+    given: list = []
     for name, arr in feeds.items():
         f = work / f"in_{file_stem(name)}.npy"
         np.save(f, arr)
-        args += ["--input", f"{name}={f}"]
-    r = sh(args)
+        given += ["--input", f"{name}={f}"]
+    r = sh([fuselab, "run", path, *dims, "--out", work / "out", *given])
     row["missing_ops"] = sorted(reported_gaps(r.returncode, r.stderr) or [])
     if r.returncode == 0:
         got = {n: np.load(work / "out" / f"{file_stem(n)}.npy") for n in want}
@@ -178,7 +182,7 @@ def report_one(fuselab: Path, path: Path, runs: int, work: Path) -> dict:
 
     # optimize with parity
     tol = ["--tolerance", str(spec.atol)] if spec.atol != real_models.DEFAULT_ATOL else []
-    r = sh([fuselab, "optimize", path, "-o", out, "--report", rep, *dims, *tol])
+    r = sh([fuselab, "optimize", path, "-o", out, "--report", rep, *dims, *given, *tol])
     if r.returncode == 0:
         p = json.loads(rep.read_text())["parity"]
         row["parity"] = {"ok": p["ok"], "max_abs_diff": p["max_abs_diff"]}
