@@ -424,12 +424,6 @@ pub(super) fn centered(
     zp: Option<&Tensor>,
     col: bool,
 ) -> Result<Tensor, String> {
-    if !matches!(x.dtype(), DType::I8 | DType::U8) {
-        return Err(format!(
-            "{op}: {what} must be int8 or uint8, got {}",
-            x.dtype()
-        ));
-    }
     let sh = x.shape();
     let (n, stride) = match (sh.len(), col) {
         (0, _) => return Err(format!("{op}: {what} must have rank >= 1")),
@@ -437,17 +431,7 @@ pub(super) fn centered(
         (r, false) if r >= 2 => (sh[r - 2], sh[r - 1]),
         (_, _) => (sh[0], 1),
     };
-    let z = match zp {
-        None => vec![0.0],
-        Some(z) if z.dtype() != x.dtype() => {
-            return Err(format!(
-                "{op}: {what}'s zero point type {} differs from {}",
-                z.dtype(),
-                x.dtype()
-            ))
-        }
-        Some(z) => z.to_f64_vec(),
-    };
+    let z = int8_zero_points(op, what, x, zp)?;
     let per_elem = z.len() != 1;
     if per_elem && (z.len() != n || sh.len() < 2) {
         return Err(format!(
@@ -576,3 +560,30 @@ fn qlinear_matmul(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 #[cfg(test)]
 #[path = "quant_tests.rs"]
 mod tests;
+
+/// The zero point(s) of an int8/uint8 operand `x` as float64 (0 when omitted): `x` must be int8
+/// or uint8 and the zero point of its type. Shared by MatMulInteger and the integer convolutions.
+pub(super) fn int8_zero_points(
+    op: &str,
+    what: &str,
+    x: &Tensor,
+    zp: Option<&Tensor>,
+) -> Result<Vec<f64>, String> {
+    if !matches!(x.dtype(), DType::I8 | DType::U8) {
+        return Err(format!(
+            "{op}: {what} must be int8 or uint8, got {}",
+            x.dtype()
+        ));
+    }
+    Ok(match zp {
+        None => vec![0.0],
+        Some(z) if z.dtype() != x.dtype() => {
+            return Err(format!(
+                "{op}: {what}'s zero point type {} differs from {}",
+                z.dtype(),
+                x.dtype()
+            ))
+        }
+        Some(z) => z.to_f64_vec(),
+    })
+}

@@ -16,7 +16,7 @@ use ndarray::{ArrayD, IxDyn};
 
 use super::common::{input, opt_input};
 use super::conv::Conv;
-use super::quant::{int_tensor, qrange, scales};
+use super::quant::{int8_zero_points, int_tensor, qrange, scales};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::TensorType;
 use crate::tensor::{DType, Tensor};
@@ -83,25 +83,9 @@ impl Op for QLinearConv {
 /// An int8/uint8 tensor minus its zero point, as float64: the zero point a scalar, or (`per`)
 /// one value per slice of the first axis (w's output channels).
 fn center(op: &str, what: &str, x: &Tensor, zp: Option<&Tensor>, per: bool) -> R<Tensor> {
-    if !matches!(x.dtype(), DType::I8 | DType::U8) {
-        return Err(format!(
-            "{op}: {what} must be int8 or uint8, got {}",
-            x.dtype()
-        ));
-    }
     let sh = x.shape();
     let m = sh.first().copied().unwrap_or(1);
-    let z = match zp {
-        None => vec![0.0],
-        Some(z) if z.dtype() != x.dtype() => {
-            return Err(format!(
-                "{op}: {what}'s zero point type {} differs from {}",
-                z.dtype(),
-                x.dtype()
-            ))
-        }
-        Some(z) => z.to_f64_vec(),
-    };
+    let z = int8_zero_points(op, what, x, zp)?;
     let per_m = z.len() != 1;
     if per_m && !(per && z.len() == m && zp.is_some_and(|z| z.shape().len() == 1)) {
         return Err(format!(
