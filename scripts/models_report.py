@@ -17,7 +17,7 @@ Per model, on the inputs real_models.SPECS gives it (the pytest table's inputs):
   parity    `fuselab optimize --input ...` (its own parity check, on the same inputs): ok and
             max |diff|, or the error
   time      median ms of one run: fuselab (`fuselab bench --runs N --warmup 1`, reference
-            backend, original and optimized graph, its own seeded inputs of the same shapes) and
+            backend, original and optimized graph, on the same inputs via --input) and
             onnxruntime 1 thread (intra- and inter-op), default graph optimizations, on the
             SPECS inputs, after one warm-up run
 """
@@ -191,7 +191,7 @@ def report_one(fuselab: Path, path: Path, runs: int, work: Path) -> dict:
 
     # fuselab timing (only where it runs)
     if row["run"].get("error") is None:
-        r = sh([fuselab, "bench", path, "--runs", runs, "--warmup", 1, "--json", *dims])
+        r = sh([fuselab, "bench", path, "--runs", runs, "--warmup", 1, "--json", *dims, *given])
         if r.returncode == 0:
             b = json.loads(r.stdout)
             row["fuselab_ms"] = {"original": b["original"]["median_ms"],

@@ -149,7 +149,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
     }
     let inputs = random_inputs(
         &original,
-        &HashMap::new(),
+        &args.run.given()?,
         &args.run.dims()?,
         args.run.seed,
         &limits,

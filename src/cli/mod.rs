@@ -77,9 +77,6 @@ enum Command {
         /// (repeatable): shape chains then fold away. `--dim` only sizes the parity inputs.
         #[arg(long = "fix-dim", value_name = "NAME=VALUE")]
         fix_dims: Vec<String>,
-        /// A parity input, NAME=FILE.npy (repeatable); inputs not given get seeded random values.
-        #[arg(long = "input", value_name = "NAME=FILE.npy")]
-        inputs: Vec<String>,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -89,9 +86,6 @@ enum Command {
         /// Where to run it.
         #[arg(long, value_enum, default_value_t = backend::Backend::Reference)]
         backend: backend::Backend,
-        /// NAME=FILE.npy; inputs not given get seeded random values.
-        #[arg(long = "input", value_name = "NAME=FILE.npy")]
-        inputs: Vec<String>,
         /// Folder for the outputs.
         #[arg(long, default_value = "out")]
         out: PathBuf,
@@ -121,6 +115,9 @@ pub(crate) struct RunArgs {
     /// `INPUT[AXIS]=VALUE` sizes one axis of one input (before the others). Unset dims are 8.
     #[arg(long = "dim", value_name = "NAME=VALUE")]
     dims: Vec<String>,
+    /// An input's values, NAME=FILE.npy (repeatable); inputs not given get seeded random values.
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    inputs: Vec<String>,
     /// Seed for random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -137,6 +134,17 @@ impl Common {
 }
 
 impl RunArgs {
+    /// The `--input NAME=FILE.npy` flags, read.
+    fn given(&self) -> Result<HashMap<String, Tensor>> {
+        self.inputs
+            .iter()
+            .map(|spec| {
+                let (name, file) = split_pair(spec, "--input")?;
+                Ok((name.to_string(), npy::read(Path::new(file))?))
+            })
+            .collect()
+    }
+
     fn dims(&self) -> Result<HashMap<String, usize>> {
         self.dims
             .iter()
@@ -192,7 +200,6 @@ fn dispatch(cmd: Command) -> Result<i32> {
             no_parity,
             tolerance,
             fix_dims,
-            inputs,
             run,
         } => {
             let opts = OptimizeOptions {
@@ -200,7 +207,7 @@ fn dispatch(cmd: Command) -> Result<i32> {
                 parity: !no_parity,
                 tolerance,
                 dims: run.dims()?,
-                inputs: given_inputs(&inputs)?,
+                inputs: run.given()?,
                 fix_dims: fixed_dims(&fix_dims)?,
                 seed: run.seed,
                 limits: run.common.limits(),
@@ -210,10 +217,9 @@ fn dispatch(cmd: Command) -> Result<i32> {
         Command::Run {
             model,
             backend,
-            inputs,
             out,
             run,
-        } => run_model(&model, backend, &inputs, &out, &run),
+        } => run_model(&model, backend, &out, &run),
         Command::Bench(args) => bench::bench(&args),
         Command::Ops { markdown } => {
             if markdown {
@@ -396,33 +402,10 @@ fn optimize(
     Ok(0)
 }
 
-/// `--input NAME=FILE.npy` flags, read.
-fn given_inputs(flags: &[String]) -> Result<HashMap<String, Tensor>> {
-    flags
-        .iter()
-        .map(|spec| {
-            let (name, file) = split_pair(spec, "--input")?;
-            Ok((name.to_string(), npy::read(Path::new(file))?))
-        })
-        .collect()
-}
-
-fn run_model(
-    path: &Path,
-    backend: backend::Backend,
-    inputs: &[String],
-    out: &Path,
-    run: &RunArgs,
-) -> Result<i32> {
+fn run_model(path: &Path, backend: backend::Backend, out: &Path, run: &RunArgs) -> Result<i32> {
     let limits = run.common.limits();
     let model = load(path, &limits)?;
-    let inputs = random_inputs(
-        &model,
-        &given_inputs(inputs)?,
-        &run.dims()?,
-        run.seed,
-        &limits,
-    )?;
+    let inputs = random_inputs(&model, &run.given()?, &run.dims()?, run.seed, &limits)?;
     let gpu = backend.gpu()?;
     let outputs = backend::Runner::new(gpu.as_ref(), &model, &inputs, &limits)?.run(&inputs)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out.display(), e))?;
