@@ -44,8 +44,46 @@ pub(crate) struct BenchArgs {
     /// ones) and print the time per op type, most expensive first.
     #[arg(long)]
     profile: bool,
+    /// What the timings count: `wall` time, or `cpu`, the time this thread spent on a CPU
+    /// (Linux), which other processes on a busy machine do not inflate (reference backend).
+    #[arg(long, value_enum, default_value_t = Clock::Wall)]
+    clock: Clock,
     #[command(flatten)]
     run: RunArgs,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Clock {
+    Wall,
+    Cpu,
+}
+
+impl Clock {
+    /// Milliseconds on this clock since some fixed point.
+    fn read(self, t0: Instant) -> Result<f64> {
+        match self {
+            Clock::Wall => Ok(ms(t0)),
+            Clock::Cpu => thread_cpu_ms(),
+        }
+    }
+}
+
+/// This thread's time on a CPU, from the kernel's scheduler statistics (its first field is
+/// nanoseconds on a CPU).
+fn thread_cpu_ms() -> Result<f64> {
+    let fail = |why: String| crate::Error::Other(format!("--clock cpu: {why}"));
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").map_err(|e| {
+        fail(format!(
+            "cannot read /proc/thread-self/schedstat ({e}); Linux only"
+        ))
+    })?;
+    let ns: u64 = s
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| fail(format!("unexpected /proc/thread-self/schedstat: {s:?}")))?;
+    Ok(ns as f64 / 1e6)
 }
 
 #[derive(Serialize)]
@@ -58,6 +96,7 @@ struct BenchReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     dispatches: Option<Pair<usize>>,
     runs: usize,
+    clock: Clock,
     original: Timing,
     optimized: Timing,
     speedup: f64,
@@ -165,8 +204,15 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
     let out_a = ex_a.run(&inputs)?;
     let out_b = ex_b.run(&inputs)?;
     let diff = compare(&out_a, &out_b, f64::INFINITY).max_abs_diff;
+    if args.clock == Clock::Cpu && args.backend != Backend::Reference {
+        return Err(crate::Error::Other(
+            "--clock cpu times the reference backend only (a GPU's work is not this thread's)"
+                .into(),
+        ));
+    }
     let t0 = Instant::now();
-    let clock = || Ok::<f64, crate::Error>(ms(t0));
+    args.clock.read(t0)?;
+    let clock = || args.clock.read(t0);
     let run = |g: Graph| -> Result<()> {
         let ex = if g == Graph::Original { &ex_a } else { &ex_b };
         std::hint::black_box(ex.run(&inputs)?);
@@ -204,6 +250,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
             _ => None,
         },
         runs: args.runs,
+        clock: args.clock,
         speedup: summary.speedup,
         original: summary.original,
         optimized: summary.optimized,
@@ -226,9 +273,14 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
             _ => format!("{} backend", rep.backend),
         };
         println!(
-            "{}: {on}, {} runs\n  original  ({:>4} nodes): median {:.4} ms, min {:.4} ms\n  optimized ({:>4} nodes): median {:.4} ms, min {:.4} ms\n  speedup {:.2}x, max |diff| {:e}",
+            "{}: {on}, {} runs{}\n  original  ({:>4} nodes): median {:.4} ms, min {:.4} ms\n  optimized ({:>4} nodes): median {:.4} ms, min {:.4} ms\n  speedup {:.2}x, max |diff| {:e}",
             args.model.display(),
             rep.runs,
+            if rep.clock == Clock::Cpu {
+                " (thread CPU time)"
+            } else {
+                ""
+            },
             rep.nodes_before,
             rep.original.median_ms,
             rep.original.min_ms,

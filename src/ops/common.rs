@@ -276,6 +276,7 @@ pub mod test_util {
             op: &*op,
             opset,
             limits: &limits,
+            prepared: None,
         };
         k(&ctx, inputs)
     }

@@ -201,6 +201,7 @@ fn where_errors() {
         op: &*op,
         opset: 16,
         limits: &limits,
+        prepared: None,
     };
     let c = bools(&[5, 1], &[true; 5]);
     let x = f32s(&[1, 5], &[0.; 5]);

@@ -23,12 +23,12 @@
 
 use std::ops::Range;
 
-use ndarray::{ArrayD, ArrayView2, ArrayViewMut2, IxDyn, ShapeBuilder};
+use ndarray::{ArrayD, IxDyn};
 
 use super::activation::Act;
 use super::common::{check_out, input, opt_input, type_mismatch, unsupported_type, Num};
 use super::math::{max_nan, Elem as MathElem, Fp};
-use super::matmul::MatElem;
+use super::matmul::{MatElem, Strided};
 use super::window::{
     data, derived, in_range, offset, same, span, spatial, tap_major, to3, AutoPad, Axis, Elem,
     Window,
@@ -328,17 +328,12 @@ fn product<T: MatElem>(
     ldy: usize,
 ) -> R<()> {
     let [m, k, n] = mkn;
-    let e = |e: ndarray::ShapeError| format!("internal: {e}");
-    let av = if a_t {
-        ArrayView2::from_shape((k, m), a)
-            .map_err(e)?
-            .reversed_axes()
+    let a = if a_t {
+        Strided::rows(a, m).t()
     } else {
-        ArrayView2::from_shape((m, k), a).map_err(e)?
+        Strided::rows(a, k)
     };
-    let bv = ArrayView2::from_shape((k, n), b).map_err(e)?;
-    let mut yv = ArrayViewMut2::from_shape((m, n).strides((ldy, 1)), y).map_err(e)?;
-    T::gemm_acc(1.0, av, bv, &mut yv);
+    T::gemm_acc(1.0, mkn, a, Strided::rows(b, n), y, ldy);
     Ok(())
 }
 
@@ -444,6 +439,19 @@ fn conv_typed<T: Elem + MatElem>(
     let (x, w) = (data(x), data(w));
     let mut y = vec![T::ZERO; shape.iter().product()];
     let gemm_k = if transpose { cg } else { cg * ksz };
+    // Conv's W, when it is an initializer, packed once per group for the GEMM (kept by the
+    // executor for later runs).
+    let packed = match () {
+        _ if transpose || depthwise || gemm_k == 0 => None,
+        _ => ctx
+            .prepare(1, || {
+                let wk = mg * gemm_k;
+                (0..g)
+                    .map(|gi| T::pack_a(Strided::rows(&w[gi * wk..][..wk], gemm_k), mg, gemm_k))
+                    .collect::<Option<Vec<_>>>()
+            })
+            .and_then(Option::as_ref),
+    };
     for (xi, yi) in x
         .chunks_exact((c * isz).max(1))
         .zip(y.chunks_exact_mut((m * osz).max(1)))
@@ -463,6 +471,8 @@ fn conv_typed<T: Elem + MatElem>(
                 for (wj, yj) in wg.chunks_exact(ksz).zip(yg.chunks_exact_mut(osz)) {
                     tap_major(xg, yj, &a, |v, xv, t| v.wadd(wj[t].wmul(xv)));
                 }
+            } else if let (true, Some(p)) = (pointwise, packed) {
+                T::gemm_packed(&p[gi], osz, Strided::rows(xg, osz), yg, osz);
             } else if pointwise {
                 product(wg, false, xg, yg, [mg, cg, osz], osz)?;
             } else {
@@ -472,7 +482,10 @@ fn conv_typed<T: Elem + MatElem>(
                     let col = &mut col[..cg * ksz * n];
                     im2col(xg, cg, &a, col, r0..r1);
                     let y0 = &mut yg[r0 * a[2].out..];
-                    product(wg, false, col, y0, [mg, cg * ksz, n], osz)?;
+                    match packed {
+                        Some(p) => T::gemm_packed(&p[gi], n, Strided::rows(col, n), y0, osz),
+                        None => product(wg, false, col, y0, [mg, cg * ksz, n], osz)?,
+                    }
                 }
             }
         }

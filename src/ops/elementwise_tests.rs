@@ -120,6 +120,7 @@ fn broadcast_output_limit() {
         op: &*op,
         opset: 17,
         limits: &limits,
+        prepared: None,
     };
     let e = add(&ctx, &[Some(&a), Some(&b)]).unwrap_err();
     assert!(e.contains("limit"), "{e}");

@@ -14,6 +14,7 @@ fn run_small(k: super::super::Kernel, n: &Node, ins: &[&Tensor]) -> Result<Vec<T
         op: &*op,
         opset: 17,
         limits: &limits,
+        prepared: None,
     };
     let ins: Vec<Option<&Tensor>> = ins.iter().map(|&t| Some(t)).collect();
     k(&ctx, &ins)

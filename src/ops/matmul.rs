@@ -12,12 +12,13 @@
 //! does not take) are ignored.
 
 use ndarray::linalg::general_mat_mul;
-use ndarray::{Array2, ArrayD, ArrayView2, ArrayViewMut2, IxDyn, Zip};
+use ndarray::{Array2, ArrayD, ArrayView, ArrayView2, ArrayViewMut2, IxDyn, ShapeBuilder, Zip};
 
 use super::broadcast::{broadcast_shape, check_unidirectional};
 use super::common::{check_out, input, opt_input, type_mismatch, unsupported_type, Num};
 use super::infer::broadcast_dims;
 use super::lowering::{prepend, run, NodeCtx, Ty};
+pub use super::sgemm::{PackedA, Strided};
 use super::wgsl::{self, lit, strides};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::TensorType;
@@ -269,9 +270,18 @@ fn lower_gemm(c: &NodeCtx, p: &Gemm, act: &str) -> Result<Lowered, String> {
     .map(|l| prepend(l, &format!("fn act_(v: f32) -> f32 {{ return {act}; }}")))
 }
 
-/// Element types with a matrix-product kernel: `y += alpha * a · b`.
-pub(super) trait MatElem: Num {
-    fn gemm_acc(alpha: f32, a: ArrayView2<Self>, b: ArrayView2<Self>, y: &mut ArrayViewMut2<Self>);
+/// Element types with a matrix-product kernel.
+pub trait MatElem: Num {
+    /// `y[i·ldy + j] += alpha · Σ_p a(i, p) · b(p, j)` for `a` [m, k] and `b` [k, n] (`mkn`),
+    /// any strides (a transposed operand is a stride swap). Operands must cover their shapes.
+    fn gemm_acc(
+        alpha: f32,
+        mkn: [usize; 3],
+        a: Strided<Self>,
+        b: Strided<Self>,
+        y: &mut [Self],
+        ldy: usize,
+    );
     /// `y = a · b` for row-major `a` [m, k], `b` [k, n], `y` [m, n] (zeros on entry) by a kernel
     /// tuned for small products; false when there is none for this type or machine (then the
     /// caller uses `gemm_acc`).
@@ -285,11 +295,37 @@ pub(super) trait MatElem: Num {
     ) -> bool {
         false
     }
+    /// `a` [m, k] packed once for [`MatElem::gemm_packed`]; None where this type or CPU has no
+    /// packed kernel.
+    fn pack_a(_a: Strided<Self>, _m: usize, _k: usize) -> Option<PackedA> {
+        None
+    }
+    /// `y[i·ldy + j] += Σ_p a(i, p) · b(p, j)` for `a` packed by [`MatElem::pack_a`].
+    fn gemm_packed(_a: &PackedA, _n: usize, _b: Strided<Self>, _y: &mut [Self], _ldy: usize) {
+        unreachable!("gemm_packed without pack_a")
+    }
+}
+
+/// ndarray views of `gemm_acc`'s operands (shapes the callers checked; a mismatch is a bug).
+fn views<'a, T>(
+    [m, k, n]: [usize; 3],
+    a: Strided<'a, T>,
+    b: Strided<'a, T>,
+    y: &'a mut [T],
+    ldy: usize,
+) -> (ArrayView2<'a, T>, ArrayView2<'a, T>, ArrayViewMut2<'a, T>) {
+    const BAD: &str = "gemm_acc: operand does not cover its shape";
+    (
+        ArrayView2::from_shape((m, k).strides((a.rs, a.cs)), a.data).expect(BAD),
+        ArrayView2::from_shape((k, n).strides((b.rs, b.cs)), b.data).expect(BAD),
+        ArrayViewMut2::from_shape((m, n).strides((ldy, 1)), y).expect(BAD),
+    )
 }
 
 macro_rules! mat_float {
-    ($t:ty $(, $small:ident)?) => {
+    ($t:ty $(, $small:ident, $packed:path, { $($extra:item)* })?) => {
         impl MatElem for $t {
+            $($($extra)*)?
             $(
             fn small_product(a: &[$t], b: &[$t], y: &mut [$t], m: usize, k: usize, n: usize) -> bool {
                 $small(a, b, y, m, k, n)
@@ -297,38 +333,57 @@ macro_rules! mat_float {
             )?
             fn gemm_acc(
                 alpha: f32,
-                a: ArrayView2<$t>,
-                b: ArrayView2<$t>,
-                y: &mut ArrayViewMut2<$t>,
+                mkn: [usize; 3],
+                a: Strided<$t>,
+                b: Strided<$t>,
+                y: &mut [$t],
+                ldy: usize,
             ) {
-                // ndarray hands float products to matrixmultiply's blocked kernels.
-                general_mat_mul(alpha as $t, &a, &b, 1.0, y);
+                $(
+                // The packed AVX-512 / AVX2 kernel where the CPU has one.
+                if $packed(mkn, alpha, a, b, y, ldy) {
+                    return;
+                }
+                )?
+                // Elsewhere ndarray hands float products to matrixmultiply's blocked kernels.
+                let (a, b, mut y) = views(mkn, a, b, y, ldy);
+                general_mat_mul(alpha as $t, &a, &b, 1.0, &mut y);
             }
         }
     };
 }
-mat_float!(f32, small_sgemm);
 mat_float!(f64);
+mat_float!(f32, small_sgemm, super::sgemm::sgemm, {
+    fn pack_a(a: Strided<f32>, m: usize, k: usize) -> Option<PackedA> {
+        PackedA::new(a, m, k)
+    }
+    fn gemm_packed(a: &PackedA, n: usize, b: Strided<f32>, y: &mut [f32], ldy: usize) {
+        super::sgemm::sgemm_packed(a, n, b, y, ldy)
+    }
+});
 
 macro_rules! mat_int {
     ($t:ty) => {
         impl MatElem for $t {
             fn gemm_acc(
                 alpha: f32,
-                a: ArrayView2<$t>,
-                b: ArrayView2<$t>,
-                y: &mut ArrayViewMut2<$t>,
+                [m, k, n]: [usize; 3],
+                a: Strided<$t>,
+                b: Strided<$t>,
+                y: &mut [$t],
+                ldy: usize,
             ) {
                 // i-k-j order: the inner loop runs along a row of b and a row of the accumulator.
-                let mut acc = vec![<$t>::ZERO; b.ncols()];
-                for (arow, mut yrow) in a.rows().into_iter().zip(y.rows_mut()) {
+                let mut acc = vec![<$t>::ZERO; n];
+                for i in 0..m {
                     acc.iter_mut().for_each(|v| *v = 0);
-                    for (&aik, brow) in arow.iter().zip(b.rows()) {
-                        for (s, &bkj) in acc.iter_mut().zip(brow.iter()) {
-                            *s = s.wadd(aik.wmul(bkj));
+                    for p in 0..k {
+                        let aik = a.data[i * a.rs + p * a.cs];
+                        for (j, s) in acc.iter_mut().enumerate() {
+                            *s = s.wadd(aik.wmul(b.data[p * b.rs + j * b.cs]));
                         }
                     }
-                    for (yv, &s) in yrow.iter_mut().zip(&acc) {
+                    for (yv, &s) in y[i * ldy..][..n].iter_mut().zip(&acc) {
                         *yv = yv.wadd(s.scale(alpha));
                     }
                 }
@@ -340,17 +395,27 @@ mat_int!(i32);
 mat_int!(i64);
 
 /// `a · b` in float32 for row-major `a` [m, k] and `b` [k, n], by the small-product kernel where
-/// it applies and matrixmultiply otherwise: for fused kernels (Attention's packed projection)
-/// that need the same product MatMul computes.
+/// it applies and `MatElem::gemm_acc` otherwise: for fused kernels (Attention's packed
+/// projection) that need the same product MatMul computes.
 pub(super) fn sgemm(a: ArrayView2<f32>, b: ArrayView2<f32>) -> Array2<f32> {
     let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
     let mut y = Array2::<f32>::zeros((m, n));
-    if let (Some(sa), Some(sb), Some(sy)) = (a.as_slice(), b.as_slice(), y.as_slice_mut()) {
-        if small_sgemm(sa, sb, sy, m, k, n) {
-            return y;
-        }
+    let (a, b) = (a.as_standard_layout(), b.as_standard_layout());
+    let (sa, sb) = (
+        a.as_slice().expect("standard layout"),
+        b.as_slice().expect("standard layout"),
+    );
+    let sy = y.as_slice_mut().expect("fresh array");
+    if !small_sgemm(sa, sb, sy, m, k, n) && m * n * k > 0 {
+        f32::gemm_acc(
+            1.0,
+            [m, k, n],
+            Strided::rows(sa, k),
+            Strided::rows(sb, n),
+            sy,
+            n,
+        );
     }
-    general_mat_mul(1.0, &a, &b, 0.0, &mut y);
     y
 }
 
@@ -548,11 +613,8 @@ fn matmul_typed<T: MatElem>(
             if T::small_product(sa, sb, chunk, m, k, n) {
                 continue;
             }
-            let av = ArrayView2::from_shape((m, k), sa).map_err(|e| format!("{OP}: {e}"))?;
-            let bv = ArrayView2::from_shape((k, n), sb).map_err(|e| format!("{OP}: {e}"))?;
-            let mut yv =
-                ArrayViewMut2::from_shape((m, n), chunk).map_err(|e| format!("{OP}: {e}"))?;
-            T::gemm_acc(1.0, av, bv, &mut yv);
+            let (sa, sb) = (Strided::rows(sa, k), Strided::rows(sb, n));
+            T::gemm_acc(1.0, [m, k, n], sa, sb, chunk, n);
         }
     }
     ArrayD::from_shape_vec(IxDyn(&out_shape), out).map_err(|e| format!("{OP}: {e}"))
@@ -634,10 +696,22 @@ fn gemm_with(ctx: &KernelCtx, p: &Gemm, inputs: &[Option<&Tensor>]) -> KernelRes
     }])
 }
 
-fn as_2d<'a, T>(what: &str, a: &'a ArrayD<T>) -> Result<ArrayView2<'a, T>, String> {
-    a.view()
-        .into_dimensionality()
-        .map_err(|_| format!("Gemm: {what} must be 2-D, got shape {:?}", a.shape()))
+fn as_2d<'a, T>(what: &str, a: ArrayView<'a, T, IxDyn>) -> Result<ArrayView2<'a, T>, String> {
+    let shape = a.shape().to_vec();
+    a.into_dimensionality()
+        .map_err(|_| format!("Gemm: {what} must be 2-D, got shape {shape:?}"))
+}
+
+/// A standard-layout 2-D operand as a row-major matrix, transposed (a stride swap) when `t`;
+/// with its shape after the transposition.
+fn operand<T: Copy>(v: ArrayView2<'_, T>, t: bool) -> (Strided<'_, T>, (usize, usize)) {
+    let (r, c) = v.dim();
+    let s = Strided::rows(v.to_slice().expect("standard layout"), c);
+    if t {
+        (s.t(), (c, r))
+    } else {
+        (s, (r, c))
+    }
 }
 
 fn gemm_typed<T: MatElem>(
@@ -648,16 +722,9 @@ fn gemm_typed<T: MatElem>(
     c: Option<&ArrayD<T>>,
 ) -> Result<ArrayD<T>, String> {
     const OP: &str = "Gemm";
-    let mut av = as_2d("A", a)?;
-    let mut bv = as_2d("B", b)?;
-    if p.trans_a {
-        av = av.reversed_axes();
-    }
-    if p.trans_b {
-        bv = bv.reversed_axes();
-    }
-    let (m, k) = av.dim();
-    let (k2, n) = bv.dim();
+    let (ad, bd) = (a.as_standard_layout(), b.as_standard_layout());
+    let (sa, (m, k)) = operand(as_2d("A", ad.view())?, p.trans_a);
+    let (sb, (k2, n)) = operand(as_2d("B", bd.view())?, p.trans_b);
     if k != k2 {
         return Err(format!(
             "{OP}: inner dimensions differ: A' is [{m}, {k}], B' is [{k2}, {n}] \
@@ -683,7 +750,8 @@ fn gemm_typed<T: MatElem>(
             .for_each(|yv, &cv| *yv = cv.scale(p.beta));
     }
     if m * n > 0 && k > 0 {
-        T::gemm_acc(p.alpha, av, bv, &mut y.view_mut());
+        let y = y.as_slice_mut().expect("fresh array");
+        T::gemm_acc(p.alpha, [m, k, n], sa, sb, y, n);
     }
     Ok(y.into_dyn())
 }

@@ -73,6 +73,7 @@ pub mod rotary;
 pub mod sample;
 pub mod sdpa;
 pub mod select;
+pub mod sgemm;
 pub mod shape_ops;
 pub mod signal;
 pub mod slice;
@@ -94,6 +95,9 @@ pub struct KernelCtx<'a> {
     /// Opset version imported for the node's domain.
     pub opset: i64,
     pub limits: &'a Limits,
+    /// Where the executor keeps what this node's kernel derives from its constant inputs;
+    /// None where nothing is kept between runs (a one-off call).
+    pub prepared: Option<Prepared<'a>>,
 }
 
 impl KernelCtx<'_> {
@@ -101,7 +105,36 @@ impl KernelCtx<'_> {
     pub fn attrs<T: Op>(&self) -> Result<&T, String> {
         downcast(self.op)
     }
+
+    /// What `make` derives from input `input` (packed weights), made on the first run and
+    /// kept for the executor's life; None when that input is not an initializer (it may change
+    /// between runs) or the caller keeps nothing. A node keeps one such value.
+    pub fn prepare<T: Any + Send + Sync>(
+        &self,
+        input: usize,
+        make: impl FnOnce() -> T,
+    ) -> Option<&T> {
+        let p = self.prepared.as_ref().filter(|p| p.is_constant(input))?;
+        p.cell.get_or_init(|| Box::new(make())).downcast_ref()
+    }
 }
+
+/// One node's slot for [`KernelCtx::prepare`], and which of its inputs are initializers (the
+/// very tensors the executor decoded once: bit `i` for input `i`).
+#[derive(Clone, Copy)]
+pub struct Prepared<'a> {
+    pub cell: &'a PreparedCell,
+    pub constant: u64,
+}
+
+impl Prepared<'_> {
+    fn is_constant(&self, input: usize) -> bool {
+        input < 64 && self.constant >> input & 1 == 1
+    }
+}
+
+/// The value a kernel prepared once (see [`KernelCtx::prepare`]).
+pub type PreparedCell = std::sync::OnceLock<Box<dyn Any + Send + Sync>>;
 
 fn downcast<T: Op>(op: &dyn Op) -> Result<&T, String> {
     let any: &dyn Any = op;
@@ -256,6 +289,7 @@ pub fn evaluate(
         op: &*op,
         opset,
         limits,
+        prepared: None,
     };
     Ok((op.kernel())(&ctx, inputs))
 }

@@ -182,6 +182,7 @@ fn limits_are_checked_on_the_output() {
         op: &*op,
         opset: 13,
         limits: &limits,
+        prepared: None,
     };
     let pads = p(&[4, 0]);
     assert!(pad(&ctx, &[Some(&x), Some(&pads)]).is_ok());

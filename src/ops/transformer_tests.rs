@@ -282,6 +282,7 @@ fn layer_norm_checks_output_size() {
         op: &*op,
         opset: 17,
         limits: &limits,
+        prepared: None,
     };
     let e = layer_norm(&ctx, &[Some(&x), Some(&g)]).unwrap_err();
     assert!(e.contains("LayerNormalization"), "{e}");

@@ -8,7 +8,9 @@ use crate::ir::model::display_domain;
 use crate::ir::{Dim, Model, NodeId, ValueId};
 use crate::limits::Limits;
 use crate::onnx::tensor::{to_tensor, validate};
-use crate::ops::{self, relabel, Kernel, KernelCtx, OpError, OpRef, RelabelShape};
+use crate::ops::{
+    self, relabel, Kernel, KernelCtx, OpError, OpRef, Prepared, PreparedCell, RelabelShape,
+};
 use crate::tensor::{DType, Tensor};
 use crate::{Error, Result};
 
@@ -38,6 +40,8 @@ struct Step<'m> {
     /// If/Loop/Scan: the body graphs by attribute name, as models planned (and checked) once
     /// here and run by `control`.
     bodies: Vec<(String, Model)>,
+    /// What the kernel derived once from its constant inputs (`KernelCtx::prepare`).
+    prepared: PreparedCell,
 }
 
 /// Hears about every node the executor runs: `before` just ahead of reading its inputs, `after`
@@ -170,6 +174,7 @@ impl<'m> Executor<'m> {
                 declared,
                 narrows,
                 bodies,
+                prepared: PreparedCell::new(),
             });
         }
         let mut last_use: HashMap<ValueId, usize> = HashMap::new();
@@ -333,11 +338,29 @@ impl<'m> Executor<'m> {
                     ),
                 });
             }
+            // Inputs that are this graph's initializers, the same tensors on every run.
+            let constant = node
+                .inputs
+                .iter()
+                .zip(&args)
+                .enumerate()
+                .take(64)
+                .filter(
+                    |(_, (v, a))| match (v, a, v.and_then(|v| self.constant(v))) {
+                        (Some(_), Some(a), Some(c)) => std::ptr::eq(*a, c),
+                        _ => false,
+                    },
+                )
+                .fold(0u64, |m, (i, _)| m | 1 << i);
             let ctx = KernelCtx {
                 node,
                 op: &*step.op,
                 opset: step.opset,
                 limits: &self.limits,
+                prepared: Some(Prepared {
+                    cell: &step.prepared,
+                    constant,
+                }),
             };
             let kernel_err = |message| Error::Kernel {
                 op_type: node.op_type.clone(),
@@ -582,6 +605,51 @@ mod tests {
             out[1].1,
             Tensor::I8(ArrayD::from_shape_vec(IxDyn(&[2]), vec![56, 14]).unwrap())
         );
+    }
+
+    /// A kernel's prepared state (Conv's packed weights) is kept only for initializers: one
+    /// executor run twice with two different W fed as an input gives each W's result, and an
+    /// initializer W prepared on the first run gives the same values on the second.
+    #[test]
+    fn prepared_state_is_kept_for_initializers_only() {
+        let shape = [20, 3, 3, 3];
+        let w1: Vec<f32> = (0..540).map(|i| (i % 11) as f32 * 0.1 - 0.5).collect();
+        let w2: Vec<f32> = w1.iter().map(|v| v * -2.0 + 0.25).collect();
+        let xv: Vec<f32> = (0..3 * 64).map(|i| (i % 7) as f32 * 0.3 - 1.0).collect();
+        let x = f32s(&[1, 3, 8, 8], &xv);
+        let conv = |w_init: Option<&[f32]>| {
+            let mut b = GraphBuilder::new("g", 17);
+            let xi = b.input("X", DType::F32, [1, 3, 8, 8].map(Dim::Known).to_vec());
+            let w = match w_init {
+                Some(v) => b.initializer("W", &f32s(&shape, v)),
+                None => b.input(
+                    "W",
+                    DType::F32,
+                    shape.map(|d| Dim::Known(d as i64)).to_vec(),
+                ),
+            };
+            let y = b.op("Conv", &[xi, w], vec![attr::ints("pads", &[1, 1, 1, 1])]);
+            b.output(y, "Y");
+            b.build()
+        };
+        let fed = conv(None);
+        let ex = Executor::new(&fed, &Limits::default()).unwrap();
+        let feed = |w: &[f32]| {
+            HashMap::from([
+                ("X".to_string(), x.clone()),
+                ("W".to_string(), f32s(&shape, w)),
+            ])
+        };
+        let y1 = ex.run(&feed(&w1)).unwrap();
+        let y2 = ex.run(&feed(&w2)).unwrap();
+        assert_ne!(y1, y2);
+        for (w, want) in [(&w1, &y1), (&w2, &y2)] {
+            let m = conv(Some(w));
+            let ex = Executor::new(&m, &Limits::default()).unwrap();
+            let only_x = HashMap::from([("X".to_string(), x.clone())]);
+            assert_eq!(&ex.run(&only_x).unwrap(), want);
+            assert_eq!(&ex.run(&only_x).unwrap(), want, "second run, prepared W");
+        }
     }
 
     /// Resize (`Op::saturates`) clamps its widened integer results into uint8 as onnxruntime

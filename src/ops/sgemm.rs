@@ -1,0 +1,692 @@
+//! A packed, cache-blocked float32 GEMM for x86-64: `c += alpha · a · b`.
+//!
+//! The loop nest is the classic one (Goto/BLIS): B is packed a `KC x NC` panel at a time into
+//! column strips `NR` wide, A a `MC x KC` block at a time into row strips `MR` tall, and a
+//! register-tiled micro-kernel multiplies one strip of each into an `MR x NR` tile of C. The
+//! strips are contiguous per `k`, so the micro-kernel's inner loop is `NR / lanes` vector loads
+//! of B, `MR` broadcasts of A and `MR · NR / lanes` fused multiply-adds, with every accumulator in
+//! a register: 12 x 32 (24 of the 32 zmm registers) with AVX-512F, 6 x 16 (12 of 16 ymm) with
+//! AVX2 + FMA. Edges are packed with zeros and computed into a scratch tile.
+//!
+//! The packing buffers are per thread and kept between calls, so a steady-state run allocates
+//! nothing here. Other targets (wasm32) and CPUs without these features use the caller's
+//! fallback (matrixmultiply through ndarray). Products of a column-major (transposed) operand
+//! pack by gathering; the micro-kernels never see strides.
+
+use std::cell::RefCell;
+
+/// A float32 matrix in a slice: element `(i, j)` at `data[i * rs + j * cs]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Strided<'a, T> {
+    pub data: &'a [T],
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl<'a, T: Copy> Strided<'a, T> {
+    /// A row-major `[rows, cols]` matrix.
+    pub fn rows(data: &'a [T], cols: usize) -> Self {
+        Strided {
+            data,
+            rs: cols,
+            cs: 1,
+        }
+    }
+
+    /// Whether every element of a `rows x cols` matrix lies inside `data`.
+    pub fn covers(&self, rows: usize, cols: usize) -> bool {
+        if rows == 0 || cols == 0 {
+            return true;
+        }
+        (rows - 1)
+            .checked_mul(self.rs)
+            .zip((cols - 1).checked_mul(self.cs))
+            .and_then(|(a, b)| a.checked_add(b))
+            .is_some_and(|last| last < self.data.len())
+    }
+
+    /// The same matrix transposed (no copy).
+    pub fn t(self) -> Self {
+        Strided {
+            data: self.data,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+}
+
+/// The instruction sets with a micro-kernel here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    Avx512,
+    Avx2,
+}
+
+/// The best micro-kernel this CPU runs, if any.
+pub fn best_isa() -> Option<Isa> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return Some(Isa::Avx512);
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Some(Isa::Avx2);
+        }
+    }
+    None
+}
+
+/// Whether this CPU can run `isa`'s micro-kernel.
+pub fn supports(isa: Isa) -> bool {
+    match (isa, best_isa()) {
+        (_, None) => false,
+        (Isa::Avx2, Some(_)) => true,
+        (Isa::Avx512, Some(best)) => best == Isa::Avx512,
+    }
+}
+
+/// Depth of a packed panel: a 32-wide strip of B `KC` deep is 32 KiB, about L1.
+const KC: usize = 256;
+/// Rows of A packed at a time (a multiple of both MRs): 144 x 256 floats, 144 KiB, in L2.
+const MC: usize = 144;
+/// Columns of B packed at a time: 256 x 3072 floats, 3 MiB, in L3.
+const NC: usize = 3072;
+
+/// `c[i * ldc + j] += alpha · Σ_p a(i, p) · b(p, j)` for `a` `[m, k]`, `b` `[k, n]`, by the best
+/// micro-kernel of this CPU; false (nothing done) when it has none.
+///
+/// Panics if an operand does not cover its shape or `c` is too short (callers build them from
+/// shapes they checked).
+pub fn sgemm(
+    mkn: [usize; 3],
+    alpha: f32,
+    a: Strided<f32>,
+    b: Strided<f32>,
+    c: &mut [f32],
+    ldc: usize,
+) -> bool {
+    match best_isa() {
+        Some(isa) => {
+            sgemm_with(isa, mkn, alpha, a, b, c, ldc);
+            true
+        }
+        None => false,
+    }
+}
+
+/// [`sgemm`] with a chosen micro-kernel (tests run each one the CPU has).
+///
+/// Panics if this CPU lacks `isa` (see [`supports`]) or the operands do not cover their shapes.
+pub fn sgemm_with(
+    isa: Isa,
+    [m, k, n]: [usize; 3],
+    alpha: f32,
+    a: Strided<f32>,
+    b: Strided<f32>,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    assert!(supports(isa), "sgemm: this CPU has no {isa:?}");
+    assert!(a.covers(m, k), "sgemm: A out of bounds");
+    if m <= DOT_ROWS && a.cs == 1 && b.rs == 1 && k > 0 {
+        return dots(isa, [m, k, n], alpha, a, b, c, ldc);
+    }
+    drive(isa, [m, k, n], ASide::Pack(a, alpha), b, c, ldc);
+}
+
+/// Most rows of A that [`dots`] takes.
+const DOT_ROWS: usize = 4;
+
+/// A few rows of A times a B stored transposed (`b.rs == 1`: a Linear layer's weights [N, K]
+/// under Gemm's transB): every output is the dot product of two contiguous runs, and packing B
+/// would cost more than the product.
+fn dots(
+    isa: Isa,
+    [m, k, n]: [usize; 3],
+    alpha: f32,
+    a: Strided<f32>,
+    b: Strided<f32>,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    assert!(b.covers(k, n), "sgemm: B out of bounds");
+    assert!(
+        n == 0 || (m > 0 && ldc >= n && (m - 1) * ldc + n <= c.len()),
+        "sgemm: C out of bounds"
+    );
+    let args = (k, n, m, alpha, a, b, ldc);
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,fma")]
+        fn wide(args: DotArgs, c: &mut [f32]) {
+            dots_body(args, c)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn narrow(args: DotArgs, c: &mut [f32]) {
+            dots_body(args, c)
+        }
+        // SAFETY: `sgemm_with` checked that the CPU has `isa`'s features.
+        unsafe {
+            match isa {
+                Isa::Avx512 => wide(args, c),
+                Isa::Avx2 => narrow(args, c),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = isa;
+        dots_body(args, c)
+    }
+}
+
+/// `dots`' operands: k, n, m, alpha, A, B, ldc.
+type DotArgs<'a> = (
+    usize,
+    usize,
+    usize,
+    f32,
+    Strided<'a, f32>,
+    Strided<'a, f32>,
+    usize,
+);
+
+/// The loops of [`dots`], inlined into each target-feature wrapper so that they vectorize.
+#[inline(always)]
+fn dots_body((k, n, m, alpha, a, b, ldc): DotArgs, c: &mut [f32]) {
+    for j in 0..n {
+        let bj = &b.data[j * b.cs..][..k];
+        for i in 0..m {
+            c[i * ldc + j] += alpha * dot(&a.data[i * a.rs..][..k], bj);
+        }
+    }
+}
+
+/// `Σ x[i]·y[i]` in 32 lanes (inlined into the caller's target features, so they vectorize).
+#[inline(always)]
+fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let mut acc = [0f32; 32];
+    let (xs, ys) = (x.chunks_exact(32), y.chunks_exact(32));
+    let tail: f32 = xs
+        .remainder()
+        .iter()
+        .zip(ys.remainder())
+        .map(|(p, q)| p * q)
+        .sum();
+    for (xc, yc) in xs.zip(ys) {
+        for l in 0..32 {
+            acc[l] = xc[l].mul_add(yc[l], acc[l]);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// An `[m, k]` float32 matrix packed once, in the order [`sgemm_packed`] reads it: for each
+/// `KC`-deep panel, each `MC`-row block in strips of the kernel's `MR` rows. For weights that
+/// every run multiplies (a Conv's W), so that no run packs them again.
+pub struct PackedA {
+    isa: Isa,
+    m: usize,
+    k: usize,
+    data: Vec<f32>,
+}
+
+impl PackedA {
+    /// Packs `a` [m, k] for this CPU's kernel; None when it has none.
+    pub fn new(a: Strided<f32>, m: usize, k: usize) -> Option<PackedA> {
+        let isa = best_isa()?;
+        assert!(a.covers(m, k), "sgemm: A out of bounds");
+        let mr = tile(isa).0;
+        let mut data = vec![0f32; k * m.div_ceil(mr) * mr];
+        let mut at = 0;
+        for pc in (0..k).step_by(KC) {
+            let kc = (k - pc).min(KC);
+            for ic in (0..m).step_by(MC) {
+                let mc = (m - ic).min(MC);
+                let len = mc.div_ceil(mr) * mr * kc;
+                pack(a, ic, mc, pc, kc, mr, 1.0, &mut data[at..at + len]);
+                at += len;
+            }
+        }
+        Some(PackedA { isa, m, k, data })
+    }
+
+    /// The block of rows `ic..` in the panel of columns `pc..` (as `new` laid them out).
+    fn block(&self, pc: usize, ic: usize) -> &[f32] {
+        let mr = tile(self.isa).0;
+        let kc = (self.k - pc).min(KC);
+        // Panels before `pc` hold every row; this panel's blocks before `ic` hold `ic` rows.
+        let at = pc * self.m.div_ceil(mr) * mr + ic * kc;
+        &self.data[at..at + (self.m - ic).min(MC).div_ceil(mr) * mr * kc]
+    }
+}
+
+/// `c[i * ldc + j] += Σ_p a(i, p) · b(p, j)` for `a` packed by [`PackedA::new`] and `b`
+/// `[a.k, n]`.
+pub fn sgemm_packed(a: &PackedA, n: usize, b: Strided<f32>, c: &mut [f32], ldc: usize) {
+    drive(a.isa, [a.m, a.k, n], ASide::Packed(a), b, c, ldc);
+}
+
+/// The micro-kernel's tile: rows of A, columns of B.
+fn tile(isa: Isa) -> (usize, usize) {
+    match isa {
+        Isa::Avx512 => (12, 32),
+        Isa::Avx2 => (6, 16),
+    }
+}
+
+/// A as the driver gets it: to pack on the fly (times alpha), or packed already.
+#[derive(Clone, Copy)]
+enum ASide<'a> {
+    Pack(Strided<'a, f32>, f32),
+    Packed(&'a PackedA),
+}
+
+/// The blocked loop nest around the micro-kernel.
+fn drive(isa: Isa, [m, k, n]: [usize; 3], a: ASide, b: Strided<f32>, c: &mut [f32], ldc: usize) {
+    if m == 0 || n == 0 || k == 0 {
+        return;
+    }
+    assert!(b.covers(k, n), "sgemm: B out of bounds");
+    assert!(
+        ldc >= n && (m - 1) * ldc + n <= c.len(),
+        "sgemm: C out of bounds"
+    );
+    let (mr, nr) = tile(isa);
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        let Scratch { ap, bp } = &mut *s;
+        let np = n.min(NC).div_ceil(nr) * nr;
+        grow(bp, KC.min(k) * np);
+        if let ASide::Pack(..) = a {
+            grow(ap, KC.min(k) * m.min(MC).div_ceil(mr) * mr);
+        }
+        for jc in (0..n).step_by(NC) {
+            let nc = (n - jc).min(NC);
+            for pc in (0..k).step_by(KC) {
+                let kc = (k - pc).min(KC);
+                // A row-major B is read in place, strip by strip (only a ragged last strip is
+                // copied, zero-padded); any other B is packed.
+                let direct = b.cs == 1;
+                if direct {
+                    let tail = nc / nr * nr;
+                    if tail < nc {
+                        pack(b.t(), jc + tail, nc - tail, pc, kc, nr, 1.0, bp);
+                    }
+                } else {
+                    pack(b.t(), jc, nc, pc, kc, nr, 1.0, bp);
+                }
+                let bsrc = BSource {
+                    direct: direct.then_some((b, pc)),
+                    packed: &bp[..],
+                };
+                for ic in (0..m).step_by(MC) {
+                    let mc = (m - ic).min(MC);
+                    let ablock = match a {
+                        ASide::Pack(a, alpha) => {
+                            pack(a, ic, mc, pc, kc, mr, alpha, ap);
+                            &ap[..]
+                        }
+                        ASide::Packed(p) => p.block(pc, ic),
+                    };
+                    let tile = Tile { kc, mr, nr, ldc };
+                    tile.block(isa, ablock, &bsrc, [ic, mc], [jc, nc], c);
+                }
+            }
+        }
+    });
+}
+
+/// Where a strip of B comes from: read in place from row-major B from row `pc` on (the
+/// ragged last strip, if any, packed at the start of `packed`), or packed strips.
+struct BSource<'a> {
+    direct: Option<(Strided<'a, f32>, usize)>,
+    packed: &'a [f32],
+}
+
+impl<'a> BSource<'a> {
+    /// Strip `jr` (columns `j0 + jr..`, `nw` of them) of a panel `kc` deep: the slice the
+    /// micro-kernel reads and the distance between its rows.
+    fn strip(&self, j0: usize, jr: usize, nw: usize, kc: usize, nr: usize) -> (&'a [f32], usize) {
+        match self.direct {
+            Some((b, pc)) if nw == nr => {
+                let at = pc * b.rs + j0 + jr;
+                (&b.data[at..at + (kc - 1) * b.rs + nr], b.rs)
+            }
+            Some(_) => (&self.packed[..kc * nr], nr),
+            None => (&self.packed[jr / nr * kc * nr..][..kc * nr], nr),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Scratch {
+    ap: Vec<f32>,
+    bp: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+fn grow(v: &mut Vec<f32>, len: usize) {
+    if v.len() < len {
+        v.resize(len, 0.0);
+    }
+}
+
+/// Packs rows `r0..r0 + rows` and columns `p0..p0 + kc` of `x` into strips of `w` rows: strip
+/// `s` holds, for each column `p`, the `w` values of rows `s·w..s·w + w` (zeros past the end),
+/// times `scale`. A uses it directly; B packs as its transpose (strips of `w` columns).
+#[allow(clippy::too_many_arguments)]
+fn pack(
+    x: Strided<f32>,
+    r0: usize,
+    rows: usize,
+    p0: usize,
+    kc: usize,
+    w: usize,
+    scale: f32,
+    out: &mut [f32],
+) {
+    for (s, strip) in out[..rows.div_ceil(w) * w * kc]
+        .chunks_exact_mut(w * kc)
+        .enumerate()
+    {
+        let live = (rows - s * w).min(w);
+        if live < w {
+            strip.fill(0.0);
+        }
+        let first = r0 + s * w;
+        if x.rs == 1 {
+            // The strip's `w` values at each `p` are contiguous in `x` (B row-major).
+            for (p, dst) in strip.chunks_exact_mut(w).enumerate() {
+                let src = &x.data[first + (p0 + p) * x.cs..][..live];
+                for (d, &v) in dst.iter_mut().zip(src) {
+                    *d = v * scale;
+                }
+            }
+        } else {
+            for r in 0..live {
+                let base = (first + r) * x.rs + p0 * x.cs;
+                if x.cs == 1 {
+                    let src = &x.data[base..base + kc];
+                    for (p, &v) in src.iter().enumerate() {
+                        strip[p * w + r] = v * scale;
+                    }
+                } else {
+                    for p in 0..kc {
+                        strip[p * w + r] = x.data[base + p * x.cs] * scale;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One packed A block times one packed B panel.
+struct Tile {
+    kc: usize,
+    mr: usize,
+    nr: usize,
+    ldc: usize,
+}
+
+impl Tile {
+    /// `C[rows, cols] += A block · B panel`, tile by tile; B's strip is the outer loop so it
+    /// stays in L1 while the A strips stream from L2.
+    fn block(
+        &self,
+        isa: Isa,
+        ap: &[f32],
+        b: &BSource,
+        [i0, mc]: [usize; 2],
+        [j0, nc]: [usize; 2],
+        c: &mut [f32],
+    ) {
+        let Tile { kc, mr, nr, ldc } = *self;
+        for jr in (0..nc).step_by(nr) {
+            let nw = (nc - jr).min(nr);
+            let (bs, ldb) = b.strip(j0, jr, nw, kc, nr);
+            for ir in (0..mc).step_by(mr) {
+                let mh = (mc - ir).min(mr);
+                let as_ = &ap[ir / mr * kc * mr..][..kc * mr];
+                let at = (i0 + ir) * ldc + j0 + jr;
+                if mh == mr && nw == nr {
+                    let ct = &mut c[at..at + (mr - 1) * ldc + nr];
+                    micro(isa, kc, as_, (bs, ldb), ct, ldc);
+                } else {
+                    let mut tmp = [0f32; 12 * 32];
+                    micro(isa, kc, as_, (bs, ldb), &mut tmp[..mr * nr], nr);
+                    for r in 0..mh {
+                        let row = &mut c[at + r * ldc..][..nw];
+                        for (y, &t) in row.iter_mut().zip(&tmp[r * nr..][..nw]) {
+                            *y += t;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `c[r·ldc + j] += Σ_p a[p·MR + r] · b[p·ldb + j]` for a full `MR x NR` tile.
+fn micro(isa: Isa, kc: usize, a: &[f32], (b, ldb): (&[f32], usize), c: &mut [f32], ldc: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (mr, nr) = tile(isa);
+        assert!(a.len() >= kc * mr && c.len() >= (mr - 1) * ldc + nr);
+        assert!(kc > 0 && ldb >= nr && b.len() >= (kc - 1) * ldb + nr);
+        // SAFETY: `sgemm_with` checked that the CPU has the kernel's features, and the lengths
+        // just asserted are every offset the kernel reads or writes.
+        unsafe {
+            let (a, b, c) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+            match isa {
+                Isa::Avx512 => x86::k12x32(kc, a, b, ldb, c, ldc),
+                Isa::Avx2 => x86::k6x16(kc, a, b, ldb, c, ldc),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, kc, a, b, ldb, c, ldc);
+        unreachable!("sgemm: no micro-kernel on this target");
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// 12 x 32 tile: 24 zmm accumulators, two loads of B and 12 broadcasts of A per step.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; `a` holds `kc · 12` floats, `b` `kc` rows of 32 `ldb` apart, and
+    /// `c` a 12 x 32 tile with rows `ldc` apart.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn k12x32(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        ldb: usize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; 12];
+        for p in 0..kc {
+            let b0 = _mm512_loadu_ps(b.add(p * ldb));
+            let b1 = _mm512_loadu_ps(b.add(p * ldb + 16));
+            let ap = a.add(p * 12);
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.add(r));
+                acc_r[0] = _mm512_fmadd_ps(av, b0, acc_r[0]);
+                acc_r[1] = _mm512_fmadd_ps(av, b1, acc_r[1]);
+            }
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            let cr = c.add(r * ldc);
+            _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(cr), acc_r[0]));
+            let cr = cr.add(16);
+            _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(cr), acc_r[1]));
+        }
+    }
+
+    /// 6 x 16 tile: 12 ymm accumulators, two loads of B and 6 broadcasts of A per step.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `a` holds `kc · 6` floats, `b` `kc` rows of 16 `ldb` apart,
+    /// and `c` a 6 x 16 tile with rows `ldc` apart.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn k6x16(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        ldb: usize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; 6];
+        for p in 0..kc {
+            let b0 = _mm256_loadu_ps(b.add(p * ldb));
+            let b1 = _mm256_loadu_ps(b.add(p * ldb + 8));
+            let ap = a.add(p * 6);
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let av = _mm256_set1_ps(*ap.add(r));
+                acc_r[0] = _mm256_fmadd_ps(av, b0, acc_r[0]);
+                acc_r[1] = _mm256_fmadd_ps(av, b1, acc_r[1]);
+            }
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            let cr = c.add(r * ldc);
+            _mm256_storeu_ps(cr, _mm256_add_ps(_mm256_loadu_ps(cr), acc_r[0]));
+            let cr = cr.add(8);
+            _mm256_storeu_ps(cr, _mm256_add_ps(_mm256_loadu_ps(cr), acc_r[1]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-1, 1).
+    fn fill(len: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn naive(
+        mkn: [usize; 3],
+        alpha: f32,
+        a: Strided<f32>,
+        b: Strided<f32>,
+        c: &mut [f32],
+        ldc: usize,
+    ) {
+        let [m, k, n] = mkn;
+        for i in 0..m {
+            for j in 0..n {
+                let s: f64 = (0..k)
+                    .map(|p| {
+                        a.data[i * a.rs + p * a.cs] as f64 * b.data[p * b.rs + j * b.cs] as f64
+                    })
+                    .sum();
+                c[i * ldc + j] += alpha * s as f32;
+            }
+        }
+    }
+
+    /// Every kernel this CPU has against a float64 triple loop: edges in every dimension,
+    /// several panels deep and wide, transposed operands, alpha, accumulation into C and a row
+    /// stride past C's width (the untouched gap must stay as it was).
+    #[test]
+    fn matches_the_triple_loop() {
+        let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
+            .into_iter()
+            .filter(|&i| supports(i))
+            .collect();
+        let shapes = [
+            [1, 1, 1],
+            [1, 576, 100],
+            [3, 70, 45],
+            [12, 256, 32],
+            [13, 7, 33],
+            [5, 300, 17],
+            [150, 520, 70],
+            [7, 3, 3100],
+            [64, 27, 3136],
+        ];
+        for isa in isas {
+            for (t, &[m, k, n]) in shapes.iter().enumerate() {
+                for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let ad = fill(m * k, t as u32 * 7 + 1);
+                    let bd = fill(k * n, t as u32 * 7 + 2);
+                    let a = if ta {
+                        Strided::rows(&ad, m).t()
+                    } else {
+                        Strided::rows(&ad, k)
+                    };
+                    let b = if tb {
+                        Strided::rows(&bd, k).t()
+                    } else {
+                        Strided::rows(&bd, n)
+                    };
+                    let ldc = n + 3;
+                    let c0 = fill(m * ldc, t as u32 * 7 + 3);
+                    let (mut got, mut want) = (c0.clone(), c0.clone());
+                    sgemm_with(isa, [m, k, n], 0.5, a, b, &mut got, ldc);
+                    naive([m, k, n], 0.5, a, b, &mut want, ldc);
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        if i % ldc >= n {
+                            assert_eq!(g, w, "{isa:?} {m}x{k}x{n}: gap at {i} changed");
+                        }
+                        let tol = 1e-5 * (k as f32).sqrt() * 4.0;
+                        assert!(
+                            (g - w).abs() <= tol,
+                            "{isa:?} {m}x{k}x{n} ta={ta} tb={tb}: c[{i}] = {g}, want {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Packing A once gives what packing it on every call gives, bit for bit: deep enough for
+    /// three panels and tall enough for two row blocks with a ragged strip.
+    #[test]
+    fn prepacked_a_matches_packing_per_call() {
+        let Some(isa) = best_isa() else { return };
+        let [m, k, n] = [MC + 7, 2 * KC + 5, 45];
+        let ad = fill(m * k, 11);
+        let bd = fill(k * n, 12);
+        let (a, b) = (Strided::rows(&ad, k), Strided::rows(&bd, n));
+        let mut want = fill(m * n, 13);
+        let mut got = want.clone();
+        sgemm_with(isa, [m, k, n], 1.0, a, b, &mut want, n);
+        let packed = PackedA::new(a, m, k).expect("a kernel");
+        sgemm_packed(&packed, n, b, &mut got, n);
+        assert_eq!(got, want);
+        // Transposed A packs the same values.
+        let at: Vec<f32> = (0..k * m).map(|i| ad[(i % m) * k + i / m]).collect();
+        let packed_t = PackedA::new(Strided::rows(&at, m).t(), m, k).expect("a kernel");
+        assert_eq!(packed_t.data, packed.data);
+    }
+
+    #[test]
+    fn covers_checks_the_last_element() {
+        let d = [0f32; 12];
+        assert!(Strided::rows(&d, 4).covers(3, 4));
+        assert!(!Strided::rows(&d, 4).covers(4, 4));
+        assert!(Strided::rows(&d, 4).t().covers(4, 3));
+        assert!(!Strided::rows(&d, 4).covers(usize::MAX, 2));
+        assert!(Strided::rows(&d, 4).covers(0, 99));
+    }
+}
