@@ -29,13 +29,15 @@
 //! max(x, 0) + ln(1 + exp(-|x|)), which neither overflows nor loses small results.
 //!
 //! Code size (the wasm budget) shapes the kernels: every float function here and math.rs's
-//! trigonometry is a value of [`Act`], parsed into the one op type [`FloatFn`] and computed by
-//! one loop per element type that branches on it per element; the op names in the registry are
-//! handles whose `parse` builds that value. Float Clip is an `Act` too; integer Clip (two passes,
-//! max then min) and PRelu go through math.rs's shared binary loop; ai.onnx Gelu runs gelu.rs's
-//! kernels. The per-element branch costs speed: natively LeakyRelu takes about 1.6-2x Relu's
-//! time (Relu has its own vectorized loop) and Max about 2x Add's. On WebGPU every activation
-//! is one float32 elementwise dispatch (Clip with a `max` but no `min` input has none).
+//! trigonometry is a value of [`Act`], parsed into the one op type [`FloatFn`]; the op names in
+//! the registry are handles whose `parse` builds that value. The cheap arithmetic ones
+//! (LeakyRelu, HardSigmoid, HardSwish, ThresholdedRelu, Shrink, Clip, Softsign) each get a slice
+//! loop of their own per element type, which vectorizes; the ones calling libm share one loop
+//! per element type that branches on the `Act` per element (beside the call the branch is
+//! cheap). Float Clip is an `Act` too; integer Clip (two passes, max then min) and PRelu go
+//! through math.rs's shared binary loop, which still branches per element (Max takes about 2x
+//! Add's time); ai.onnx Gelu runs gelu.rs's kernels. On WebGPU every activation is one float32
+//! elementwise dispatch (Clip with a `max` but no `min` input has none).
 
 use ndarray::{ArrayD, IxDyn};
 
@@ -245,12 +247,66 @@ impl Op for FloatFn {
     }
 }
 
+/// `f` of every element of `a`, in `a`'s shape: over the contiguous data when `a` is in
+/// standard layout (a plain slice loop, which LLVM vectorizes), else through ndarray.
+pub(super) fn map_elems<T: Copy, U>(a: &ArrayD<T>, f: impl Fn(T) -> U) -> ArrayD<U> {
+    match a.as_slice() {
+        Some(s) => {
+            let v: Vec<U> = s.iter().map(|&x| f(x)).collect();
+            ArrayD::from_shape_vec(a.raw_dim(), v).unwrap_or_else(|_| a.mapv(f))
+        }
+        None => a.mapv(f),
+    }
+}
+
+/// `v = f(v)` for every element of `a`, over the contiguous data where it has it.
+pub(super) fn map_elems_in_place<T: Copy>(a: &mut ArrayD<T>, f: impl Fn(T) -> T) {
+    match a.as_slice_mut() {
+        Some(s) => s.iter_mut().for_each(|v| *v = f(*v)),
+        None => a.mapv_inplace(f),
+    }
+}
+
+/// `$go` (a macro taking a closure) called with `act.eval`, the cheap arithmetic
+/// [`Act`]s each with a closure of its own, in which the variant is a constant: their loops
+/// branch no more per element and vectorize (same formula, same bits). The functions of libm
+/// calls share one closure that branches per element (a branch is cheap beside the call, and
+/// one loop for all keeps the wasm small).
+macro_rules! with_act_fn {
+    ($act:expr, $go:ident) => {
+        with_act_fn!(@arms $act, $go; LeakyRelu { alpha }, HardSigmoid { alpha, beta },
+            HardSwish, ThresholdedRelu { alpha }, Shrink { lambd, bias }, Clip { lo, hi },
+            Softsign)
+    };
+    (@arms $act:expr, $go:ident; $($v:ident $({ $($f:ident),* })?),*) => {
+        match $act {
+            $(Act::$v $({ $($f),* })? => $go!(move |x| Act::$v $({ $($f),* })?.eval(x)),)*
+            act => $go!(move |x| act.eval(x)),
+        }
+    };
+}
+
 /// `act` of every element of float X (float32 computed in float32).
 fn act_map(op: &str, act: Act, x: &Tensor) -> KernelResult {
     fn map<T: Fp>(a: &ArrayD<T>, act: Act) -> ArrayD<T> {
-        a.mapv(move |x| act.eval(x))
+        macro_rules! go {
+            ($f:expr) => {
+                map_elems(a, $f)
+            };
+        }
+        with_act_fn!(act, go)
     }
     Ok(vec![per_type!(op, x, [F32, F64], a => map(a, act))])
+}
+
+/// `act` of every element of `y`, in place (FusedConv's activation).
+pub(super) fn act_in_place<T: Fp>(y: &mut ArrayD<T>, act: Act) {
+    macro_rules! go {
+        ($f:expr) => {
+            map_elems_in_place(y, $f)
+        };
+    }
+    with_act_fn!(act, go)
 }
 
 fn float_fn(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {

@@ -61,7 +61,8 @@ pub fn check_unidirectional(
 }
 
 /// `f` applied element-wise over `a` and `b` broadcast together. Inputs are only viewed, never
-/// copied. The output is in standard layout.
+/// copied. The output is in standard layout. Inputs in standard layout (the usual case) go
+/// through `blocked`'s slice loops, others through ndarray's `Zip`.
 pub fn binary_map<A, B, O, F>(
     ctx: &KernelCtx,
     op: &str,
@@ -75,29 +76,12 @@ where
     O: Copy,
     F: Fn(A, B) -> O,
 {
-    // Fast path: equal shapes, both contiguous row-major. A plain slice loop that the compiler
-    // vectorizes; this is the benchmarked Add(X, EyeLike(X)) case.
-    if a.shape() == b.shape() {
-        if let (Some(sa), Some(sb)) = (a.as_slice(), b.as_slice()) {
-            let v: Vec<O> = sa.iter().zip(sb).map(|(&x, &y)| f(x, y)).collect();
-            return from_vec(op, a.shape(), v);
-        }
-    }
-    // Fast path: one operand is a single element that broadcasts to the other's shape.
-    if b.len() == 1 && b.ndim() <= a.ndim() {
-        if let (Some(sa), Some(&y)) = (a.as_slice(), b.iter().next()) {
-            let v: Vec<O> = sa.iter().map(|&x| f(x, y)).collect();
-            return from_vec(op, a.shape(), v);
-        }
-    }
-    if a.len() == 1 && a.ndim() <= b.ndim() {
-        if let (Some(&x), Some(sb)) = (a.iter().next(), b.as_slice()) {
-            let v: Vec<O> = sb.iter().map(|&y| f(x, y)).collect();
-            return from_vec(op, b.shape(), v);
-        }
-    }
     let shape = broadcast_shape(op, a.shape(), b.shape())?;
     check_out(ctx, op, &shape, (std::mem::size_of::<O>() * 8) as u64)?;
+    if let (Some(sa), Some(sb)) = (a.as_slice(), b.as_slice()) {
+        let v = blocked(&shape, (sa, a.shape()), (sb, b.shape()), f);
+        return from_vec(op, &shape, v);
+    }
     let dim = IxDyn(&shape);
     let av = a
         .broadcast(dim.clone())
@@ -160,6 +144,97 @@ pub fn select_map<T: Copy>(
     })
 }
 
+/// `f` over row-major `a` and `b` (data and shape) broadcast to `shape`, by blocks: the
+/// longest run of trailing axes on which each operand either has all of the output's elements
+/// (a contiguous run of its data) or one (a value repeated) makes the block, and each block is
+/// one slice loop with no index arithmetic per element: a same-shape pair is one block, a
+/// per-channel [N, C, 1, 1] operand a value per H·W block, a bias [K] a run per row of K.
+fn blocked<A: Copy, B: Copy, O: Copy>(
+    shape: &[usize],
+    (a, ash): (&[A], &[usize]),
+    (b, bsh): (&[B], &[usize]),
+    f: impl Fn(A, B) -> O,
+) -> Vec<O> {
+    let r = shape.len();
+    // The operands' dims right-aligned to the output's rank.
+    let dim = |s: &[usize], j: usize| {
+        if j + s.len() >= r {
+            s[j + s.len() - r]
+        } else {
+            1
+        }
+    };
+    // Trailing axes k.. form the block: per operand, every one of them full or every one 1.
+    let (mut k, mut a_run, mut b_run) = (r, None, None);
+    while k > 0 {
+        let n = shape[k - 1];
+        if n != 1 {
+            let (am, bm) = (dim(ash, k - 1) == n, dim(bsh, k - 1) == n);
+            if a_run.is_some_and(|m| m != am) || b_run.is_some_and(|m| m != bm) {
+                break;
+            }
+            (a_run, b_run) = (Some(am), Some(bm));
+        }
+        k -= 1;
+    }
+    let (a_run, b_run) = (a_run.unwrap_or(true), b_run.unwrap_or(true));
+    let inner: usize = shape[k..].iter().product();
+    let total: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(total);
+    if total == 0 {
+        return out;
+    }
+    // Per outer axis, each operand's step in its data (0 where it broadcasts).
+    let steps = |s: &[usize]| -> Vec<usize> {
+        let mut st = vec![0; k];
+        let mut len = 1;
+        for j in (0..r).rev() {
+            let d = dim(s, j);
+            if j < k && d != 1 {
+                st[j] = len;
+            }
+            len *= d;
+        }
+        st
+    };
+    let (sta, stb) = (steps(ash), steps(bsh));
+    let mut idx = vec![0usize; k];
+    let (mut oa, mut ob) = (0usize, 0usize);
+    for _ in 0..total / inner {
+        match (a_run, b_run) {
+            (true, true) => {
+                let (ra, rb) = (&a[oa..][..inner], &b[ob..][..inner]);
+                out.extend(ra.iter().zip(rb).map(|(&x, &y)| f(x, y)));
+            }
+            (true, false) => {
+                let y = b[ob];
+                out.extend(a[oa..][..inner].iter().map(|&x| f(x, y)));
+            }
+            (false, true) => {
+                let x = a[oa];
+                out.extend(b[ob..][..inner].iter().map(|&y| f(x, y)));
+            }
+            (false, false) => {
+                let v = f(a[oa], b[ob]);
+                out.extend(std::iter::repeat_n(v, inner));
+            }
+        }
+        // The next block: the outer index counts up like an odometer.
+        for j in (0..k).rev() {
+            idx[j] += 1;
+            oa += sta[j];
+            ob += stb[j];
+            if idx[j] < shape[j] {
+                break;
+            }
+            oa -= sta[j] * shape[j];
+            ob -= stb[j] * shape[j];
+            idx[j] = 0;
+        }
+    }
+    out
+}
+
 fn from_vec<O>(op: &str, shape: &[usize], v: Vec<O>) -> Result<ArrayD<O>, String> {
     ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| format!("{op}: {e}"))
 }
@@ -184,6 +259,40 @@ mod tests {
     fn mismatch_names_both_shapes() {
         let e = broadcast_shape("Add", &[2, 3], &[4]).unwrap_err();
         assert!(e.contains("[2, 3]") && e.contains("[4]"), "{e}");
+    }
+
+    #[test]
+    fn blocks_match_the_element_by_element_broadcast() {
+        // Per-channel, bias, same shape, scalar, both sides broadcasting, ones inside, empty.
+        let pairs: [(&[usize], &[usize]); 12] = [
+            (&[2, 3, 4, 5], &[1, 3, 1, 1]),
+            (&[2, 3, 4, 5], &[2, 3, 1, 1]),
+            (&[1, 3, 1, 1], &[2, 3, 4, 5]),
+            (&[2, 3, 4], &[4]),
+            (&[2, 3, 4], &[2, 3, 4]),
+            (&[2, 3], &[]),
+            (&[3, 1], &[1, 4]),
+            (&[2, 1, 4, 1], &[1, 3, 1, 5]),
+            (&[2, 3, 1, 5], &[3, 4, 1]),
+            (&[1, 1, 6], &[1, 2, 1]),
+            (&[2, 1, 3], &[2, 4, 1]),
+            (&[2, 0, 3], &[1, 3]),
+        ];
+        for (sa, sb) in pairs {
+            let n = |s: &[usize]| s.iter().product::<usize>();
+            let a: Vec<f32> = (0..n(sa)).map(|i| i as f32 * 0.5 - 3.0).collect();
+            let b: Vec<f32> = (0..n(sb)).map(|i| i as f32 * 1.7 + 0.25).collect();
+            let shape = broadcast_shape("t", sa, sb).unwrap();
+            let f = |x: f32, y: f32| x * y - x / (y + 0.5);
+            let got = blocked(&shape, (&a, sa), (&b, sb), f);
+            let av = ArrayD::from_shape_vec(IxDyn(sa), a.clone()).unwrap();
+            let bv = ArrayD::from_shape_vec(IxDyn(sb), b.clone()).unwrap();
+            let d = IxDyn(&shape);
+            let (av, bv) = (av.broadcast(d.clone()).unwrap(), bv.broadcast(d).unwrap());
+            let want: Vec<f32> = av.iter().zip(bv.iter()).map(|(&x, &y)| f(x, y)).collect();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{sa:?} with {sb:?}");
+        }
     }
 
     #[test]

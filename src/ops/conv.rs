@@ -19,7 +19,9 @@
 //!
 //! The float32 kernel: im2col feeding MatMul's GEMM (`matmul::MatElem`), no copy at all for
 //! 1x1 stride-1 unpadded kernels, and a direct loop for depthwise groups (one input channel
-//! each). ConvTranspose is the GEMM of W' and X, then col2im.
+//! each; conv/depthwise.rs), which reads a padded copy of the channel split by stride
+//! (window.rs's `Padded`), so that each tap is one vectorized run over the outputs and the
+//! loop starts from the bias. ConvTranspose is the GEMM of W' and X, then col2im.
 
 use std::ops::Range;
 
@@ -30,13 +32,13 @@ use super::common::{check_out, input, opt_input, type_mismatch, unsupported_type
 use super::math::{max_nan, Elem as MathElem, Fp};
 use super::matmul::{MatElem, Strided};
 use super::window::{
-    data, derived, in_range, offset, same, span, spatial, tap_major, to3, AutoPad, Axis, Elem,
-    Window,
+    data, derived, in_range, offset, same, span, spatial, to3, AutoPad, Axis, Elem, Padded, Window,
 };
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::tensor::{DType, Tensor};
 
+mod depthwise;
 mod fused;
 pub use fused::*;
 
@@ -437,6 +439,14 @@ fn conv_typed<T: Elem + MatElem>(
     check_out(ctx, &format!("{op} im2col buffer"), &col_len, bits)?;
     let mut col = vec![T::ZERO; col_len[0] * col_len[1]];
     let (x, w) = (data(x), data(w));
+    let b = b.map(data);
+    // Depthwise groups read one padded copy of their input channel (made once, reloaded per
+    // group), and start from the bias.
+    let mut padded = if depthwise {
+        Padded::new(&a, T::ZERO)
+    } else {
+        None
+    };
     let mut y = vec![T::ZERO; shape.iter().product()];
     let gemm_k = if transpose { cg } else { cg * ksz };
     // Conv's W, when it is an initializer, packed once per group for the GEMM (kept by the
@@ -468,9 +478,8 @@ fn conv_typed<T: Elem + MatElem>(
                 product(wg, true, xg, &mut col, [mg * ksz, cg, isz], isz)?;
                 col2im(&col, yg, mg, &a);
             } else if depthwise {
-                for (wj, yj) in wg.chunks_exact(ksz).zip(yg.chunks_exact_mut(osz)) {
-                    tap_major(xg, yj, &a, |v, xv, t| v.wadd(wj[t].wmul(xv)));
-                }
+                let bg = b.as_ref().map(|b| &b[gi * mg..][..mg]);
+                depthwise::group(xg, wg, yg, bg, &a, &mut padded);
             } else if let (true, Some(p)) = (pointwise, packed) {
                 T::gemm_packed(&p[gi], osz, Strided::rows(xg, osz), yg, osz);
             } else if pointwise {
@@ -490,8 +499,9 @@ fn conv_typed<T: Elem + MatElem>(
             }
         }
     }
-    if let Some(b) = b {
-        let b = data(b);
+    // The depthwise loop started from the bias, unless there was nothing to loop over.
+    let biased = depthwise && osz > 0 && isz > 0 && gemm_k > 0;
+    if let Some(b) = b.filter(|_| !biased) {
         for (row, &bv) in y.chunks_exact_mut(osz.max(1)).zip(b.iter().cycle()) {
             row.iter_mut().for_each(|v| *v = v.wadd(bv));
         }

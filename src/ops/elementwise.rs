@@ -20,6 +20,7 @@
 
 use ndarray::ArrayD;
 
+use super::activation::map_elems;
 use super::broadcast::binary_map;
 use super::common::{input, type_mismatch, unsupported_type, Num};
 use super::fastmath;
@@ -430,14 +431,15 @@ pub fn pow(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     Ok(vec![out])
 }
 
-/// Float-only unary ops (spec `T`: float types); float32 goes through `unary_f32`.
+/// Float-only unary ops (spec `T`: float types); float32 goes through `unary_f32`. Each op is
+/// its own slice loop (`map_elems`), vectorized where the function allows.
 macro_rules! float_unary {
     ($fname:ident, $name:literal, f32 |$x:ident| $body32:expr, f64 |$y:ident| $body64:expr) => {
         pub fn $fname(_ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             let t = input($name, inputs, 0)?;
             Ok(vec![match t {
-                Tensor::F32(a) => Tensor::F32(a.mapv(|$x: f32| $body32)),
-                Tensor::F64(a) => Tensor::F64(a.mapv(|$y: f64| $body64)),
+                Tensor::F32(a) => Tensor::F32(map_elems(a, |$x: f32| $body32)),
+                Tensor::F64(a) => Tensor::F64(map_elems(a, |$y: f64| $body64)),
                 other => return Err(unsupported_type($name, other.dtype())),
             }])
         }
@@ -451,10 +453,10 @@ macro_rules! num_unary {
         pub fn $fname(_ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             let t = input($name, inputs, 0)?;
             Ok(vec![match t {
-                Tensor::F32(a) => Tensor::F32(a.mapv(|$x: f32| $body32)),
-                Tensor::F64(a) => Tensor::F64(a.mapv(|$z: f64| $body64)),
-                Tensor::I32(a) => Tensor::I32(a.mapv(|$y: i32| $ibody)),
-                Tensor::I64(a) => Tensor::I64(a.mapv(|$y: i64| $ibody)),
+                Tensor::F32(a) => Tensor::F32(map_elems(a, |$x: f32| $body32)),
+                Tensor::F64(a) => Tensor::F64(map_elems(a, |$z: f64| $body64)),
+                Tensor::I32(a) => Tensor::I32(map_elems(a, |$y: i32| $ibody)),
+                Tensor::I64(a) => Tensor::I64(map_elems(a, |$y: i64| $ibody)),
                 other => return Err(unsupported_type($name, other.dtype())),
             }])
         }

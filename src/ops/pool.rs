@@ -21,7 +21,7 @@
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{check_out, input, unsupported_type};
-use super::window::{data, same, spatial, tap_major, to3, Axis, Elem, Window};
+use super::window::{data, same, spatial, tap_major, to3, Axis, Elem, Padded, Window};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::tensor::{DType, Tensor};
@@ -400,15 +400,36 @@ fn pool_typed<T: Elem>(
         };
         y.resize(total, init);
         let osz: usize = a.iter().map(|a| a.out).product();
+        // Max and Mean through a padded copy of each plane (the filler, -inf or 0, changes no
+        // max or sum), a tap one contiguous run; Lp and what has no copy tap by tap.
+        let mut padded = match kind {
+            Kind::Lp(_) => None,
+            _ => Padded::new(&a, init),
+        };
+        let taps = vec![(); a[2].k];
         for (xp, yp) in xd
             .chunks_exact(isz.max(1))
             .zip(y.chunks_exact_mut(osz.max(1)))
         {
-            match kind {
+            match (kind, padded.as_mut()) {
                 // NaN never wins (as in onnxruntime).
-                Kind::Max { .. } => tap_major(xp, yp, &a, |b, v, _| if v > b { v } else { b }),
-                Kind::Mean { .. } => tap_major(xp, yp, &a, |s, v, _| s.wadd(v)),
-                Kind::Lp(p) => tap_major(xp, yp, &a, |s, v, _| {
+                (Kind::Max { .. }, Some(p)) => {
+                    p.load(xp);
+                    p.run(yp, init, |_, acc, row| {
+                        row.fold(acc, &taps, |b, v, ()| if v > b { v } else { b })
+                    })
+                }
+                (Kind::Mean { .. }, Some(p)) => {
+                    p.load(xp);
+                    p.run(yp, init, |_, acc, row| {
+                        row.fold(acc, &taps, |s, v, ()| s.wadd(v))
+                    })
+                }
+                (Kind::Max { .. }, None) => {
+                    tap_major(xp, yp, &a, |b, v, _| if v > b { v } else { b })
+                }
+                (Kind::Mean { .. }, None) => tap_major(xp, yp, &a, |s, v, _| s.wadd(v)),
+                (Kind::Lp(p), _) => tap_major(xp, yp, &a, |s, v, _| {
                     s.wadd(T::from_f64(v.to_f64().abs().powf(p)))
                 }),
             }

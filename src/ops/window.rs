@@ -19,6 +19,9 @@ use super::Attrs;
 use crate::ir::Dim;
 use crate::tensor::Tensor;
 
+mod padded;
+pub(super) use padded::Padded;
+
 type R<T> = Result<T, String>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::ops::activation::{act_in_place, map_elems_in_place};
 
 /// FusedConv's activation: `activation` with its `activation_params`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -122,7 +123,14 @@ pub(super) fn fused_conv(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelR
             }
             y.zip_mut_with(z, |v, &z| *v = *v + z);
         }
-        y.mapv_inplace(|v| act.eval(v));
+        // One loop per activation (no branch on it per element).
+        match act {
+            ConvAct::Identity => {}
+            ConvAct::Relu => map_elems_in_place(&mut y, |v| ConvAct::Relu.eval(v)),
+            ConvAct::Tanh => map_elems_in_place(&mut y, |v| ConvAct::Tanh.eval(v)),
+            ConvAct::Sigmoid => map_elems_in_place(&mut y, |v| ConvAct::Sigmoid.eval(v)),
+            ConvAct::Param(a) => act_in_place(&mut y, a),
+        }
         Ok(y)
     }
     let z = opt_input(inputs, 3);
