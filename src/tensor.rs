@@ -5,6 +5,8 @@ use ndarray::{ArrayD, IxDyn};
 
 use crate::onnx::proto::data_type as dt;
 
+mod strings;
+
 /// ONNX element types (TensorProto.DataType). Every type can be stored and round-tripped; only
 /// the ones `Tensor` holds can be computed on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,13 +29,14 @@ impl DType {
     pub const U64: DType = DType(dt::UINT64);
 
     /// The type an op computes a value of this type in (see `Tensor`): itself for the compute
-    /// types, `None` for types the backend does not hold (strings, complex, float8, 4-bit).
+    /// types (strings are held and moved as themselves), `None` for types the backend does not
+    /// hold (complex, float8, 4-bit).
     pub fn compute(self) -> Option<DType> {
         Some(match self {
             DType::F32 | DType::F16 | DType::BF16 => DType::F32,
             DType::I32 | DType::I8 | DType::U8 | DType::I16 | DType::U16 => DType::I32,
             DType::I64 | DType::U32 | DType::U64 => DType::I64,
-            DType::F64 | DType::BOOL => self,
+            DType::F64 | DType::BOOL | DType::STRING => self,
             _ => return None,
         })
     }
@@ -123,7 +126,8 @@ impl std::fmt::Display for DType {
 
 /// A dense tensor of any element type the reference backend holds.
 ///
-/// The first five variants are the *compute* types: the ones kernels are written for. The others
+/// The first five variants are the *compute* types: the ones kernels are written for (and
+/// `Str`, which kernels that take strings match as itself and the rest refuse). The others
 /// are *storage* types: values of those types are held, moved, saved and cast as themselves, and
 /// an op that computes on them sees them widened to their compute type (`DType::compute`:
 /// float16 and bfloat16 to float32, small integers to int32, uint32 and uint64 to int64), with
@@ -145,6 +149,9 @@ pub enum Tensor {
     U16(ArrayD<u16>),
     U32(ArrayD<u32>),
     U64(ArrayD<u64>),
+    /// ONNX strings (UTF-8; see `onnx::tensor::to_tensor`). Only data movement, comparison,
+    /// Cast and the string ops take them; numeric kernels refuse them by type.
+    Str(ArrayD<String>),
 }
 
 /// Applies `$body` to the array inside a `Tensor`, whatever its element type.
@@ -165,6 +172,7 @@ macro_rules! with_tensor {
             $crate::tensor::Tensor::U16($a) => $body,
             $crate::tensor::Tensor::U32($a) => $body,
             $crate::tensor::Tensor::U64($a) => $body,
+            $crate::tensor::Tensor::Str($a) => $body,
         }
     };
 }
@@ -185,6 +193,7 @@ impl Tensor {
             Tensor::U16(_) => DType::U16,
             Tensor::U32(_) => DType::U32,
             Tensor::U64(_) => DType::U64,
+            Tensor::Str(_) => DType::STRING,
         }
     }
 
@@ -231,7 +240,8 @@ impl Tensor {
         }
     }
 
-    /// Contents widened to f64, for comparisons and reports.
+    /// Contents widened to f64, for comparisons and reports (strings: NaN each; compare them
+    /// with `max_abs_diff` or `==`).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         match self {
             Tensor::F32(a) => a.iter().map(|&v| v as f64).collect(),
@@ -247,6 +257,7 @@ impl Tensor {
             Tensor::U16(a) => a.iter().map(|&v| v as f64).collect(),
             Tensor::U32(a) => a.iter().map(|&v| v as f64).collect(),
             Tensor::U64(a) => a.iter().map(|&v| v as f64).collect(),
+            Tensor::Str(a) => vec![f64::NAN; a.len()],
         }
     }
 
@@ -268,12 +279,27 @@ impl Tensor {
         }
     }
 
-    /// ONNX Cast semantics, for every pair of held types; `None` when `to` is not held. Goes
+    /// `cast`, with the reason when it cannot: `to` not held, or a string that is no number
+    /// (`strings` has the string rules).
+    pub fn try_cast(&self, to: DType) -> Result<Tensor, String> {
+        if to == DType::STRING || self.dtype() == DType::STRING {
+            return strings::cast(self, to);
+        }
+        self.cast(to).ok_or_else(|| {
+            format!("Cast: target type {to} is not supported by the reference backend")
+        })
+    }
+
+    /// ONNX Cast semantics, for every pair of held types; `None` when `to` is not held (or a
+    /// string is no number: `try_cast` says which). Goes
     /// through the compute types: the source widened, converted (floats to integers truncate
     /// toward zero and saturate at the compute type, NaN to 0; numbers to bool test `!= 0`),
     /// then narrowed to `to`. A float64 source rounds to float16/bfloat16 once, from its own
     /// value; uint64 sources convert to floats by value.
     pub fn cast(&self, to: DType) -> Option<Tensor> {
+        if to == DType::STRING || self.dtype() == DType::STRING {
+            return strings::cast(self, to).ok();
+        }
         let mut mid = to.compute()?;
         let wide = match self {
             Tensor::U64(a) if to.is_float() => {
@@ -379,6 +405,9 @@ impl Tensor {
         if self.shape() != other.shape() || self.dtype() != other.dtype() {
             return None;
         }
+        if let (Tensor::Str(a), Tensor::Str(b)) = (self, other) {
+            return Some(if a == b { 0.0 } else { f64::INFINITY });
+        }
         let a = self.to_f64_vec();
         let b = other.to_f64_vec();
         let mut worst = 0.0f64;
@@ -479,6 +508,10 @@ mod tests {
             Tensor::Bool(one(true)).cast(DType::BF16),
             Some(Tensor::BF16(one(bf16::ONE)))
         );
-        assert_eq!(Tensor::F32(one(1.0)).cast(DType::STRING), None);
+        assert_eq!(
+            Tensor::F32(one(1.0)).cast(DType::STRING),
+            Some(Tensor::Str(one("1.0".to_string())))
+        );
+        assert_eq!(Tensor::F32(one(1.0)).cast(DType(dt::FLOAT8E5M2)), None);
     }
 }

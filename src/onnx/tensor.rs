@@ -185,6 +185,22 @@ pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
             };
             Tensor::U64(ArrayD::from_shape_vec(shape, v).map_err(build)?)
         }
+        // ONNX strings are byte strings; the backend holds UTF-8 text, so a value that is not
+        // UTF-8 is refused, naming the tensor and the element.
+        dt::STRING => {
+            let mut v = Vec::with_capacity(t.string_data.len());
+            for (i, b) in t.string_data.iter().enumerate() {
+                let s = std::str::from_utf8(b).map_err(|e| {
+                    Error::invalid(format!(
+                        "{}: string {i} is not UTF-8 ({e}); the reference backend holds \
+                         strings as UTF-8 text",
+                        tensor_label(t)
+                    ))
+                })?;
+                v.push(s.to_string());
+            }
+            Tensor::Str(ArrayD::from_shape_vec(shape, v).map_err(build)?)
+        }
         other => {
             return Err(Error::invalid(format!(
                 "{}: element type {} is stored but not held by the reference backend",
@@ -195,9 +211,19 @@ pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
     })
 }
 
-/// Encodes a Tensor as a TensorProto with little-endian raw_data.
+/// Encodes a Tensor as a TensorProto with little-endian raw_data (strings: string_data, as
+/// onnx.proto requires).
 pub fn from_tensor(name: &str, t: &Tensor) -> TensorProto {
     let raw: Vec<u8> = match t {
+        Tensor::Str(a) => {
+            return TensorProto {
+                name: name.to_string(),
+                dims: t.shape().iter().map(|&d| d as i64).collect(),
+                data_type: t.dtype().0,
+                string_data: a.iter().map(|s| s.as_bytes().to_vec()).collect(),
+                ..Default::default()
+            }
+        }
         Tensor::F32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::F64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::I32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),

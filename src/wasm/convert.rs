@@ -119,10 +119,24 @@ pub(super) fn tensors_from_js(v: &JsValue) -> Result<HashMap<String, Tensor>, Js
                     bytes.to_vec().into_iter().map(|b| b != 0).collect(),
                 )?)
             }
+            // Strings: a plain JS array of strings.
+            "string" => {
+                let items: &js_sys::Array = data.dyn_ref().ok_or_else(|| {
+                    JsError::new(&format!("input '{name}': data is not an array of strings"))
+                })?;
+                let v = items
+                    .iter()
+                    .map(|s| s.as_string())
+                    .collect::<Option<Vec<String>>>()
+                    .ok_or_else(|| {
+                        JsError::new(&format!("input '{name}': data holds a non-string"))
+                    })?;
+                Tensor::Str(array(&name, &shape, v)?)
+            }
             d => {
                 return Err(JsError::new(&format!(
                     "input '{name}': dtype '{d}' is not one of float32, float64, float16, \
-                     bfloat16, int8/16/32/64, uint8/16/32/64, bool"
+                     bfloat16, int8/16/32/64, uint8/16/32/64, bool, string"
                 )))
             }
         };
@@ -171,6 +185,12 @@ fn tensor_to_js(t: &Tensor) -> Result<JsValue, JsError> {
         // float16/bfloat16 as float32 values (exact); `dtype` still names the model's type.
         Tensor::F16(a) => typed!(js_sys::Float32Array, a.mapv(f32::from)),
         Tensor::BF16(a) => typed!(js_sys::Float32Array, a.mapv(f32::from)),
+        // Strings as a plain array of JS strings.
+        Tensor::Str(a) => a
+            .iter()
+            .map(|s| JsValue::from(s.as_str()))
+            .collect::<js_sys::Array>()
+            .into(),
     };
     let o = js_sys::Object::new();
     let shape = js_sys::Array::new();
