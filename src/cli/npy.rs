@@ -25,6 +25,9 @@ macro_rules! with_npy {
             Tensor::U16($a) => $body,
             Tensor::U32($a) => $body,
             Tensor::U64($a) => $body,
+            // numpy has no 4-bit types: int4 as int8, uint4 as uint8 (exact).
+            Tensor::I4($a) => $body,
+            Tensor::U4($a) => $body,
             Tensor::F16(_) | Tensor::BF16(_) | Tensor::Str(_) => unreachable!("written above"),
         }
     };

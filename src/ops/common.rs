@@ -24,6 +24,8 @@ macro_rules! map_tensor {
             $crate::tensor::Tensor::U16($a) => $crate::tensor::Tensor::U16($body),
             $crate::tensor::Tensor::U32($a) => $crate::tensor::Tensor::U32($body),
             $crate::tensor::Tensor::U64($a) => $crate::tensor::Tensor::U64($body),
+            $crate::tensor::Tensor::I4($a) => $crate::tensor::Tensor::I4($body),
+            $crate::tensor::Tensor::U4($a) => $crate::tensor::Tensor::U4($body),
             $crate::tensor::Tensor::Str($a) => $crate::tensor::Tensor::Str($body),
         }
     };

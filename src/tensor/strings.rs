@@ -98,6 +98,8 @@ pub(super) fn to_strings(t: &Tensor) -> ArrayD<String> {
         Tensor::U16(a) => a.map(|v| v.to_string()),
         Tensor::U32(a) => a.map(|v| v.to_string()),
         Tensor::U64(a) => a.map(|v| v.to_string()),
+        Tensor::I4(a) => a.map(|v| v.to_string()),
+        Tensor::U4(a) => a.map(|v| v.to_string()),
         Tensor::Str(a) => a.clone(),
     }
 }
