@@ -165,9 +165,13 @@ impl StringNormalizer {
 
 impl Op for StringNormalizer {
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
-        // The kept count depends on the data unless there are no stopwords.
+        // The kept count depends on the data unless there are no stopwords (and some element:
+        // an empty input gives one empty string).
+        let keeps_all = |s: &[Dim]| {
+            self.stopwords.is_empty() && matches!(s.last(), Some(Dim::Known(c)) if *c > 0)
+        };
         let shape = cx.input(0).shape.and_then(|s| match s.len() {
-            1 | 2 if self.stopwords.is_empty() => Some(s),
+            1 | 2 if keeps_all(&s) => Some(s),
             1 => Some(vec![Dim::Unknown]),
             2 => Some(vec![Dim::Known(1), Dim::Unknown]),
             _ => None,

@@ -41,6 +41,10 @@ pub(super) fn read(bytes: &[u8], descr: &str) -> Result<ArrayD<String>, String> 
     let width: usize = descr[2..]
         .parse()
         .map_err(|_| format!("bad unicode element type '{descr}'"))?;
+    if width == 0 {
+        // numpy writes '' as '<U1'; a zero width would let any shape pass the size check.
+        return Err(format!("unicode element type '{descr}' has no width"));
+    }
     let (head, start) = header(bytes)?;
     let dims = shape(head)?;
     let fortran = head.contains("'fortran_order': True");
@@ -60,7 +64,6 @@ pub(super) fn read(bytes: &[u8], descr: &str) -> Result<ArrayD<String>, String> 
         ));
     }
     let mut out = Vec::with_capacity(count);
-    // A zero width has no chunks: every element is the empty string.
     for i in 0..count {
         let mut s = String::new();
         for c in data[i * width * 4..(i + 1) * width * 4].chunks_exact(4) {
