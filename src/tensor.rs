@@ -5,6 +5,8 @@ use ndarray::{ArrayD, IxDyn};
 
 use crate::onnx::proto::data_type as dt;
 
+mod strings;
+
 /// ONNX element types (TensorProto.DataType). Every type can be stored and round-tripped; only
 /// the ones `Tensor` holds can be computed on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -25,15 +27,19 @@ impl DType {
     pub const U16: DType = DType(dt::UINT16);
     pub const U32: DType = DType(dt::UINT32);
     pub const U64: DType = DType(dt::UINT64);
+    pub const I4: DType = DType(dt::INT4);
+    pub const U4: DType = DType(dt::UINT4);
 
     /// The type an op computes a value of this type in (see `Tensor`): itself for the compute
-    /// types, `None` for types the backend does not hold (strings, complex, float8, 4-bit).
+    /// types (strings are held and moved as themselves), `None` for types the backend does not
+    /// hold (complex, float8, float4, 2-bit).
     pub fn compute(self) -> Option<DType> {
         Some(match self {
             DType::F32 | DType::F16 | DType::BF16 => DType::F32,
             DType::I32 | DType::I8 | DType::U8 | DType::I16 | DType::U16 => DType::I32,
+            DType::I4 | DType::U4 => DType::I32,
             DType::I64 | DType::U32 | DType::U64 => DType::I64,
-            DType::F64 | DType::BOOL => self,
+            DType::F64 | DType::BOOL | DType::STRING => self,
             _ => return None,
         })
     }
@@ -94,6 +100,15 @@ impl DType {
         }
     }
 
+    /// The value range of int4 and uint4; `None` for other types.
+    pub fn four_bit_range(self) -> Option<(f64, f64)> {
+        match self {
+            DType::I4 => Some((-8.0, 7.0)),
+            DType::U4 => Some((0.0, 15.0)),
+            _ => None,
+        }
+    }
+
     pub fn is_float(self) -> bool {
         matches!(self.0, dt::FLOAT | dt::DOUBLE | dt::FLOAT16 | dt::BFLOAT16)
     }
@@ -123,7 +138,8 @@ impl std::fmt::Display for DType {
 
 /// A dense tensor of any element type the reference backend holds.
 ///
-/// The first five variants are the *compute* types: the ones kernels are written for. The others
+/// The first five variants are the *compute* types: the ones kernels are written for (and
+/// `Str`, which kernels that take strings match as itself and the rest refuse). The others
 /// are *storage* types: values of those types are held, moved, saved and cast as themselves, and
 /// an op that computes on them sees them widened to their compute type (`DType::compute`:
 /// float16 and bfloat16 to float32, small integers to int32, uint32 and uint64 to int64), with
@@ -145,6 +161,13 @@ pub enum Tensor {
     U16(ArrayD<u16>),
     U32(ArrayD<u32>),
     U64(ArrayD<u64>),
+    /// int4: values in [-8, 7], one per byte here (packed two per byte in raw_data).
+    I4(ArrayD<i8>),
+    /// uint4: values in [0, 15], one per byte here (packed two per byte in raw_data).
+    U4(ArrayD<u8>),
+    /// ONNX strings (UTF-8; see `onnx::tensor::to_tensor`). Only data movement, comparison,
+    /// Cast and the string ops take them; numeric kernels refuse them by type.
+    Str(ArrayD<String>),
 }
 
 /// Applies `$body` to the array inside a `Tensor`, whatever its element type.
@@ -165,6 +188,9 @@ macro_rules! with_tensor {
             $crate::tensor::Tensor::U16($a) => $body,
             $crate::tensor::Tensor::U32($a) => $body,
             $crate::tensor::Tensor::U64($a) => $body,
+            $crate::tensor::Tensor::I4($a) => $body,
+            $crate::tensor::Tensor::U4($a) => $body,
+            $crate::tensor::Tensor::Str($a) => $body,
         }
     };
 }
@@ -185,6 +211,9 @@ impl Tensor {
             Tensor::U16(_) => DType::U16,
             Tensor::U32(_) => DType::U32,
             Tensor::U64(_) => DType::U64,
+            Tensor::I4(_) => DType::I4,
+            Tensor::U4(_) => DType::U4,
+            Tensor::Str(_) => DType::STRING,
         }
     }
 
@@ -231,7 +260,8 @@ impl Tensor {
         }
     }
 
-    /// Contents widened to f64, for comparisons and reports.
+    /// Contents widened to f64, for comparisons and reports (strings: NaN each; compare them
+    /// with `max_abs_diff` or `==`).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         match self {
             Tensor::F32(a) => a.iter().map(|&v| v as f64).collect(),
@@ -247,6 +277,9 @@ impl Tensor {
             Tensor::U16(a) => a.iter().map(|&v| v as f64).collect(),
             Tensor::U32(a) => a.iter().map(|&v| v as f64).collect(),
             Tensor::U64(a) => a.iter().map(|&v| v as f64).collect(),
+            Tensor::I4(a) => a.iter().map(|&v| v as f64).collect(),
+            Tensor::U4(a) => a.iter().map(|&v| v as f64).collect(),
+            Tensor::Str(a) => vec![f64::NAN; a.len()],
         }
     }
 
@@ -264,16 +297,34 @@ impl Tensor {
             Tensor::U16(a) => Owned(Tensor::I32(a.mapv(i32::from))),
             Tensor::U32(a) => Owned(Tensor::I64(a.mapv(i64::from))),
             Tensor::U64(a) => Owned(Tensor::I64(a.mapv(|v| v as i64))),
+            Tensor::I4(a) => Owned(Tensor::I32(a.mapv(i32::from))),
+            Tensor::U4(a) => Owned(Tensor::I32(a.mapv(i32::from))),
             t => std::borrow::Cow::Borrowed(t),
         }
     }
 
-    /// ONNX Cast semantics, for every pair of held types; `None` when `to` is not held. Goes
+    /// `cast`, with the reason when it cannot: `to` not held, or a string that is no number
+    /// (`strings` has the string rules).
+    pub fn try_cast(&self, to: DType) -> Result<Tensor, String> {
+        if to == DType::STRING || self.dtype() == DType::STRING {
+            return strings::cast(self, to);
+        }
+        self.cast(to).ok_or_else(|| {
+            format!("Cast: target type {to} is not supported by the reference backend")
+        })
+    }
+
+    /// ONNX Cast semantics, for every pair of held types; `None` when `to` is not held (or a
+    /// string is no number: `try_cast` says which). Goes
     /// through the compute types: the source widened, converted (floats to integers truncate
     /// toward zero and saturate at the compute type, NaN to 0; numbers to bool test `!= 0`),
     /// then narrowed to `to`. A float64 source rounds to float16/bfloat16 once, from its own
-    /// value; uint64 sources convert to floats by value.
+    /// value; uint64 sources convert to floats by value. Floats to int4/uint4 give 0 outside
+    /// the type's range (the ONNX reference's values); integers to them keep the low 4 bits.
     pub fn cast(&self, to: DType) -> Option<Tensor> {
+        if to == DType::STRING || self.dtype() == DType::STRING {
+            return strings::cast(self, to).ok();
+        }
         let mut mid = to.compute()?;
         let wide = match self {
             Tensor::U64(a) if to.is_float() => {
@@ -283,6 +334,24 @@ impl Tensor {
         };
         if mid == DType::F32 && to != DType::F32 && wide.dtype() == DType::F64 {
             mid = DType::F64;
+        }
+        if let (Some((lo, hi)), true) = (to.four_bit_range(), wide.dtype().is_float()) {
+            // Floats to int4/uint4: truncated toward zero; a value outside the type's range (or
+            // NaN) is 0, as the ONNX reference (ml_dtypes) converts them.
+            let fit = |v: f64| {
+                let t = v.trunc();
+                if (lo..=hi).contains(&t) {
+                    t as i32
+                } else {
+                    0
+                }
+            };
+            let ints = match &*wide {
+                Tensor::F32(a) => a.mapv(|v| fit(v.into())),
+                Tensor::F64(a) => a.mapv(fit),
+                _ => unreachable!("a float type widens to float32 or float64"),
+            };
+            return Tensor::I32(ints).narrow(to);
         }
         macro_rules! num {
             ($t:ty) => {
@@ -348,6 +417,9 @@ impl Tensor {
             DType::U16 => Tensor::U16(ints!(self, u16)),
             DType::U32 => Tensor::U32(ints!(self, u32)),
             DType::U64 => Tensor::U64(ints!(self, u64)),
+            // 4-bit types keep the low four bits (int4 sign-extends them).
+            DType::I4 => Tensor::I4(ints!(self, i8).mapv(|v| v.wrapping_shl(4) >> 4)),
+            DType::U4 => Tensor::U4(ints!(self, u8).mapv(|v| v & 0xf)),
             d if d == self.dtype() => self.clone(),
             _ => return None,
         })
@@ -363,6 +435,8 @@ impl Tensor {
             DType::U16 => (0, u16::MAX.into()),
             DType::U32 => (0, u32::MAX.into()),
             DType::U64 => (0, i64::MAX),
+            DType::I4 => (-8, 7),
+            DType::U4 => (0, 15),
             _ => return self.narrow(to),
         };
         let clamped = match self {
@@ -378,6 +452,9 @@ impl Tensor {
     pub fn max_abs_diff(&self, other: &Tensor) -> Option<f64> {
         if self.shape() != other.shape() || self.dtype() != other.dtype() {
             return None;
+        }
+        if let (Tensor::Str(a), Tensor::Str(b)) = (self, other) {
+            return Some(if a == b { 0.0 } else { f64::INFINITY });
         }
         let a = self.to_f64_vec();
         let b = other.to_f64_vec();
@@ -455,6 +532,46 @@ mod tests {
     }
 
     #[test]
+    fn four_bit_types_widen_wrap_and_cast_from_floats_as_the_reference() {
+        let v =
+            |x: &[i64]| Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[x.len()]), x.to_vec()).unwrap());
+        // Narrowing keeps the low four bits; int4 sign-extends them.
+        assert_eq!(
+            v(&[7, 8, -9, 15]).narrow(DType::I4),
+            Some(Tensor::I4(
+                ArrayD::from_shape_vec(IxDyn(&[4]), vec![7, -8, 7, -1]).unwrap()
+            ))
+        );
+        assert_eq!(
+            v(&[16, -1]).narrow(DType::U4),
+            Some(Tensor::U4(
+                ArrayD::from_shape_vec(IxDyn(&[2]), vec![0, 15]).unwrap()
+            ))
+        );
+        assert_eq!(
+            v(&[9, -9]).narrow_saturating(DType::I4),
+            Some(Tensor::I4(
+                ArrayD::from_shape_vec(IxDyn(&[2]), vec![7, -8]).unwrap()
+            ))
+        );
+        // Floats: truncated; outside the range (or NaN) 0.
+        let f = Tensor::F32(
+            ArrayD::from_shape_vec(IxDyn(&[5]), vec![-8.9, 7.5, 8.0, -9.0, f32::NAN]).unwrap(),
+        );
+        let want = vec![-8i8, 7, 0, 0, 0];
+        assert_eq!(
+            f.cast(DType::I4),
+            Some(Tensor::I4(
+                ArrayD::from_shape_vec(IxDyn(&[5]), want).unwrap()
+            ))
+        );
+        let u = f.cast(DType::U4).unwrap();
+        assert_eq!(u.to_f64_vec(), vec![0.0, 7.0, 8.0, 0.0, 0.0]);
+        assert_eq!(u.widen().dtype(), DType::I32);
+        assert_eq!(u.cast(DType::F32).unwrap().to_f64_vec(), u.to_f64_vec());
+    }
+
+    #[test]
     fn cast_rounds_once_and_converts_uint64_by_value() {
         // 1 + 2^-11 + 2^-40: just above a float16 tie. Through float32 it would first round to
         // the tie itself and then to even (1.0); rounded once it is 1 + 2^-10.
@@ -479,6 +596,10 @@ mod tests {
             Tensor::Bool(one(true)).cast(DType::BF16),
             Some(Tensor::BF16(one(bf16::ONE)))
         );
-        assert_eq!(Tensor::F32(one(1.0)).cast(DType::STRING), None);
+        assert_eq!(
+            Tensor::F32(one(1.0)).cast(DType::STRING),
+            Some(Tensor::Str(one("1.0".to_string())))
+        );
+        assert_eq!(Tensor::F32(one(1.0)).cast(DType(dt::FLOAT8E5M2)), None);
     }
 }

@@ -98,13 +98,14 @@ impl RunOptions {
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TENSOR: &'static str = r#"
 export type TensorData = Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array
-  | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+  | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array | string[];
 
 /** `data` is the typed array of `dtype`; bool is a Uint8Array of 0/1; float16 and bfloat16
- * travel as Float32Array (exact out, rounded to nearest even in). */
+ * travel as Float32Array (exact out, rounded to nearest even in); int4/uint4 as Int8Array/
+ * Uint8Array; string is a plain array of strings. */
 export interface TensorValue {
   dtype: "float32" | "float64" | "float16" | "bfloat16" | "int8" | "uint8" | "int16" | "uint16"
-    | "int32" | "uint32" | "int64" | "uint64" | "bool";
+    | "int32" | "uint32" | "int64" | "uint64" | "int4" | "uint4" | "bool" | "string";
   shape: number[];
   data: TensorData;
 }

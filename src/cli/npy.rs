@@ -8,6 +8,8 @@ use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
+mod unicode;
+
 /// `with_tensor!` over the types ndarray-npy writes (all but the half types).
 macro_rules! with_npy {
     ($t:expr, $a:ident => $body:expr) => {
@@ -23,13 +25,18 @@ macro_rules! with_npy {
             Tensor::U16($a) => $body,
             Tensor::U32($a) => $body,
             Tensor::U64($a) => $body,
-            Tensor::F16(_) | Tensor::BF16(_) => unreachable!("written above"),
+            // numpy has no 4-bit types: int4 as int8, uint4 as uint8 (exact).
+            Tensor::I4($a) => $body,
+            Tensor::U4($a) => $body,
+            Tensor::F16(_) | Tensor::BF16(_) | Tensor::Str(_) => unreachable!("written above"),
         }
     };
 }
 
 /// Reads a .npy of any element type the backend holds: float16/32/64, signed and unsigned
-/// integers of 8 to 64 bits, bool. (numpy has no bfloat16; give such inputs as float32 and Cast.)
+/// integers of 8 to 64 bits, bool, and strings as numpy's fixed-width unicode ('<U', as
+/// `np.array(x, dtype=str)` saves them). (numpy has no bfloat16; give such inputs as float32
+/// and Cast. Object arrays are pickles and are refused.)
 pub fn read(path: &Path) -> Result<Tensor> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
     let fail = |e: String| Error::Other(format!("{}: {e}", path.display()));
@@ -58,10 +65,18 @@ pub fn read(path: &Path) -> Result<Tensor> {
             let bits = ArrayD::<u16>::read_npy(&patched[..]).map_err(|e| fail(e.to_string()))?;
             Tensor::F16(bits.mapv(half::f16::from_bits))
         }
+        d if d.starts_with("<U") => Tensor::Str(unicode::read(&bytes, d).map_err(fail)?),
+        "|O" => {
+            return Err(fail(
+                "an object array (pickled) is not read; save strings as numpy's unicode type \
+                 ('<U': np.array(values, dtype=str))"
+                    .into(),
+            ))
+        }
         other => {
             return Err(fail(format!(
-                "element type '{other}' is not one of float16/32/64, (u)int8/16/32/64 or bool \
-                 (little-endian)"
+                "element type '{other}' is not one of float16/32/64, (u)int8/16/32/64, bool or \
+                 unicode '<U' (little-endian)"
             )))
         }
     })
@@ -106,6 +121,7 @@ pub fn write(path: &Path, t: &Tensor) -> Result<()> {
             a.mapv(f32::from).write_npy(&mut buf).map_err(err)?;
             buf
         }
+        Tensor::Str(a) => unicode::write(a),
         t => {
             let mut buf = Vec::new();
             with_npy!(t, a => a.write_npy(&mut buf)).map_err(err)?;
@@ -183,6 +199,52 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not a .npy file"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn strings_are_numpy_unicode_and_object_arrays_are_refused() {
+        let dir = std::env::temp_dir().join(format!("fuselab-npy-str-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.npy");
+        let words: Vec<String> = ["a", "", "的的", "tab\t"].map(String::from).to_vec();
+        let t = Tensor::Str(ArrayD::from_shape_vec(IxDyn(&[2, 2]), words).unwrap());
+        write(&p, &t).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(descr(&bytes).as_deref(), Some("<U4"));
+        // Header padded to a multiple of 64 bytes; 4 elements of 4 UTF-32 code units after it.
+        assert_eq!(bytes.len(), 128 + 4 * 4 * 4);
+        assert_eq!(read(&p).unwrap(), t);
+        // A fortran-order '<U2' of shape (2, 2), as numpy writes np.asfortranarray(x):
+        // column-major data "ab", "c", "d", "" is [["ab", "d"], ["c", ""]].
+        let mut f = b"\x93NUMPY\x01\x00".to_vec();
+        let mut head = "{'descr': '<U2', 'fortran_order': True, 'shape': (2, 2), }".to_string();
+        while !(10 + head.len() + 1).is_multiple_of(64) {
+            head.push(' ');
+        }
+        head.push('\n');
+        f.extend_from_slice(&(head.len() as u16).to_le_bytes());
+        f.extend_from_slice(head.as_bytes());
+        for c in ['a', 'b', 'c', '\0', 'd', '\0', '\0', '\0'] {
+            f.extend_from_slice(&(c as u32).to_le_bytes());
+        }
+        std::fs::write(&p, &f).unwrap();
+        let want = ["ab", "d", "c", ""].map(String::from).to_vec();
+        let want = ArrayD::from_shape_vec(IxDyn(&[2, 2]), want).unwrap();
+        assert_eq!(read(&p).unwrap(), Tensor::Str(want));
+        // Truncated data: named, not a panic.
+        std::fs::write(&p, &f[..f.len() - 3]).unwrap();
+        let e = read(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("data bytes, but shape [2, 2] of '<U2' needs 32"),
+            "{e}"
+        );
+        // An object array: refused with the fix.
+        let at = f.windows(5).position(|w| w == b"'<U2'").unwrap();
+        f[at..at + 5].copy_from_slice(b"'|O' ");
+        std::fs::write(&p, &f).unwrap();
+        let e = read(&p).unwrap_err().to_string();
+        assert!(e.contains("object array (pickled) is not read"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -109,10 +109,28 @@ fn small<T, const W: usize>(
         .map_err(|e| Error::invalid(format!("{}: {e}", tensor_label(t))))
 }
 
+/// The first `n` 4-bit values of a packed tensor, each in the low bits of a byte.
+fn nibbles(t: &TensorProto, n: usize) -> impl Iterator<Item = u8> + '_ {
+    let bytes: Box<dyn Iterator<Item = u8>> = if t.raw_data.is_empty() {
+        Box::new(t.int32_data.iter().map(|&v| v as u8))
+    } else {
+        Box::new(t.raw_data.iter().copied())
+    };
+    bytes.flat_map(|b| [b & 0xf, b >> 4]).take(n)
+}
+
+/// Packs 4-bit values two per byte, the first in the low nibble.
+fn pack_nibbles(v: impl Iterator<Item = u8>) -> Vec<u8> {
+    let v: Vec<u8> = v.map(|x| x & 0xf).collect();
+    v.chunks(2)
+        .map(|p| p[0] | p.get(1).map_or(0, |h| h << 4))
+        .collect()
+}
+
 /// Decodes a TensorProto into a Tensor. Errors name the tensor and say why (for
 /// example an element type the reference backend does not compute on).
 pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
-    validate(t, limits)?;
+    let n = validate(t, limits)? as usize;
     let shape = IxDyn(&shape_of(t));
     let raw = !t.raw_data.is_empty();
     let build = |e: ndarray::ShapeError| Error::invalid(format!("{}: {e}", tensor_label(t)));
@@ -185,6 +203,31 @@ pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
             };
             Tensor::U64(ArrayD::from_shape_vec(shape, v).map_err(build)?)
         }
+        // 4-bit types: two per byte, the first in the low nibble (raw_data, or one byte per
+        // int32_data entry); int4 sign-extends its nibble.
+        dt::INT4 => Tensor::I4(
+            ArrayD::from_shape_vec(shape, nibbles(t, n).map(|v| (v << 4) as i8 >> 4).collect())
+                .map_err(build)?,
+        ),
+        dt::UINT4 => {
+            Tensor::U4(ArrayD::from_shape_vec(shape, nibbles(t, n).collect()).map_err(build)?)
+        }
+        // ONNX strings are byte strings; the backend holds UTF-8 text, so a value that is not
+        // UTF-8 is refused, naming the tensor and the element.
+        dt::STRING => {
+            let mut v = Vec::with_capacity(t.string_data.len());
+            for (i, b) in t.string_data.iter().enumerate() {
+                let s = std::str::from_utf8(b).map_err(|e| {
+                    Error::invalid(format!(
+                        "{}: string {i} is not UTF-8 ({e}); the reference backend holds \
+                         strings as UTF-8 text",
+                        tensor_label(t)
+                    ))
+                })?;
+                v.push(s.to_string());
+            }
+            Tensor::Str(ArrayD::from_shape_vec(shape, v).map_err(build)?)
+        }
         other => {
             return Err(Error::invalid(format!(
                 "{}: element type {} is stored but not held by the reference backend",
@@ -195,9 +238,19 @@ pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
     })
 }
 
-/// Encodes a Tensor as a TensorProto with little-endian raw_data.
+/// Encodes a Tensor as a TensorProto with little-endian raw_data (strings: string_data, as
+/// onnx.proto requires).
 pub fn from_tensor(name: &str, t: &Tensor) -> TensorProto {
     let raw: Vec<u8> = match t {
+        Tensor::Str(a) => {
+            return TensorProto {
+                name: name.to_string(),
+                dims: t.shape().iter().map(|&d| d as i64).collect(),
+                data_type: t.dtype().0,
+                string_data: a.iter().map(|s| s.as_bytes().to_vec()).collect(),
+                ..Default::default()
+            }
+        }
         Tensor::F32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::F64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::I32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
@@ -211,6 +264,8 @@ pub fn from_tensor(name: &str, t: &Tensor) -> TensorProto {
         Tensor::U16(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::U32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::U64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::I4(a) => pack_nibbles(a.iter().map(|&v| v as u8)),
+        Tensor::U4(a) => pack_nibbles(a.iter().copied()),
     };
     TensorProto {
         name: name.to_string(),
@@ -218,5 +273,43 @@ pub fn from_tensor(name: &str, t: &Tensor) -> TensorProto {
         data_type: t.dtype().0,
         raw_data: raw,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn four_bit_values_pack_two_per_byte_low_nibble_first() {
+        let i4 = Tensor::I4(ArrayD::from_shape_vec(IxDyn(&[3]), vec![-8i8, 7, -1]).unwrap());
+        let p = from_tensor("q", &i4);
+        // -8 = 0x8 low, 7 high: 0x78; -1 = 0xf alone in the low nibble.
+        assert_eq!(p.raw_data, vec![0x78, 0x0f]);
+        assert_eq!(to_tensor(&p, &Limits::default()).unwrap(), i4);
+        let u4 = Tensor::U4(ArrayD::from_shape_vec(IxDyn(&[2]), vec![15u8, 1]).unwrap());
+        assert_eq!(from_tensor("u", &u4).raw_data, vec![0x1f]);
+        // Typed storage: one packed byte per int32_data entry.
+        let typed = TensorProto {
+            dims: vec![3],
+            data_type: dt::UINT4,
+            int32_data: vec![0x21, 0x03],
+            ..Default::default()
+        };
+        let want = Tensor::U4(ArrayD::from_shape_vec(IxDyn(&[3]), vec![1u8, 2, 3]).unwrap());
+        assert_eq!(to_tensor(&typed, &Limits::default()).unwrap(), want);
+        // Three values need two bytes, not one.
+        let short = TensorProto {
+            raw_data: vec![0x21],
+            int32_data: vec![],
+            ..typed
+        };
+        let e = to_tensor(&short, &Limits::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("raw_data has 1 bytes but dims [3] of uint4 need 2"),
+            "{e}"
+        );
     }
 }

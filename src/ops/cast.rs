@@ -118,6 +118,16 @@ impl Constant {
                 dtype: Some(DType::I64),
                 shape: known(&[i.len() as i64]),
             }
+        } else if a.has("value_string") {
+            TensorType {
+                dtype: Some(DType::STRING),
+                shape: Some(vec![]),
+            }
+        } else if let Some(s) = a.strings("value_strings")? {
+            TensorType {
+                dtype: Some(DType::STRING),
+                shape: known(&[s.len() as i64]),
+            }
         } else {
             TensorType::default()
         };
@@ -150,9 +160,9 @@ pub fn cast(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 
 fn cast_to(ctx: &KernelCtx, op: &str, src: &Tensor, to: DType) -> KernelResult {
     check_out(ctx, op, src.shape(), bits(to))?;
-    let out = src.cast(to).ok_or_else(|| {
-        format!("{op}: target type {to} is not supported by the reference backend")
-    })?;
+    let out = src
+        .try_cast(to)
+        .map_err(|e| format!("{op}: {}", e.trim_start_matches("Cast: ")))?;
     Ok(vec![out])
 }
 
@@ -264,10 +274,13 @@ fn constant_value(a: &Attrs) -> R<Result<Tensor, String>> {
             a.opt_int(name)?.ok_or_else(wrong)?,
         )),
         "value_ints" => Tensor::from_i64s(&a.ints(name)?.ok_or_else(wrong)?),
-        "value_string" | "value_strings" => {
-            return Ok(Err(format!(
-                "{OP}: '{name}' is not supported: the reference backend has no string tensors"
-            )))
+        "value_string" => Tensor::Str(ArrayD::from_elem(
+            IxDyn(&[]),
+            a.string(name)?.ok_or_else(wrong)?,
+        )),
+        "value_strings" => {
+            let v = a.strings(name)?.ok_or_else(wrong)?;
+            Tensor::Str(ArrayD::from_shape_vec(vec1(v.len()), v).map_err(|e| e.to_string())?)
         }
         _ => {
             return Ok(Err(format!(

@@ -24,6 +24,9 @@ macro_rules! map_tensor {
             $crate::tensor::Tensor::U16($a) => $crate::tensor::Tensor::U16($body),
             $crate::tensor::Tensor::U32($a) => $crate::tensor::Tensor::U32($body),
             $crate::tensor::Tensor::U64($a) => $crate::tensor::Tensor::U64($body),
+            $crate::tensor::Tensor::I4($a) => $crate::tensor::Tensor::I4($body),
+            $crate::tensor::Tensor::U4($a) => $crate::tensor::Tensor::U4($body),
+            $crate::tensor::Tensor::Str($a) => $crate::tensor::Tensor::Str($body),
         }
     };
 }
@@ -63,8 +66,12 @@ pub fn check_out(ctx: &KernelCtx, what: &str, shape: &[usize], bits: u64) -> Res
         .map_err(|e| e.to_string())
 }
 
-/// Bits per element of a tensor of type `t` (for `check_out`).
+/// Bits per element of a tensor of type `t` (for `check_out`); a string counts as its handle
+/// (24 bytes; its text is not counted).
 pub fn bits(t: DType) -> u64 {
+    if t == DType::STRING {
+        return 8 * std::mem::size_of::<String>() as u64;
+    }
     t.bits().unwrap_or(64)
 }
 
@@ -259,6 +266,10 @@ pub mod test_util {
     }
     pub fn bools(shape: &[usize], v: &[bool]) -> Tensor {
         Tensor::Bool(ArrayD::from_shape_vec(IxDyn(shape), v.to_vec()).unwrap())
+    }
+    pub fn strs(shape: &[usize], v: &[&str]) -> Tensor {
+        let v = v.iter().map(|s| s.to_string()).collect();
+        Tensor::Str(ArrayD::from_shape_vec(IxDyn(shape), v).unwrap())
     }
 
     /// Runs `k` on `node` at `opset` with default limits.

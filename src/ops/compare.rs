@@ -2,11 +2,11 @@
 //!
 //! | op | versions | attributes | inputs -> output |
 //! |---|---|---|---|
-//! | Equal, Less, Greater | 1- | `broadcast`, `axis` (opsets < 7 only; refused) | A, B: T (numeric; Equal also bool from 11) -> C: bool |
+//! | Equal, Less, Greater | 1- | `broadcast`, `axis` (opsets < 7 only; refused) | A, B: T (numeric; Equal also bool from 11, string from 19) -> C: bool |
 //! | LessOrEqual, GreaterOrEqual | 12- | none | A, B: T -> C: bool |
 //! | And, Or, Xor | 1- | as Equal | A, B: bool -> C: bool |
 //! | Not | 1- | none | X: bool -> Y: bool |
-//! | Where | 9- | none | condition: bool, X, Y: T -> output: T (from 16 T includes bfloat16) |
+//! | Where | 9- | none | condition: bool, X, Y: T (any type, strings too) -> output: T (from 16 T includes bfloat16) |
 //!
 //! Versions 7 (numpy broadcasting), 11, 13, 16 and 19 only widened the type lists, so nothing
 //! here branches on the opset.
@@ -18,6 +18,7 @@ use super::common::{input, type_mismatch, unsupported_type};
 use super::elementwise::binary_ops;
 use super::infer::broadcast_inputs;
 use super::lowering::NodeCtx;
+use super::strings::{select_strings, zip2};
 use super::{InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::TensorType;
 use crate::tensor::{DType, Tensor};
@@ -134,6 +135,10 @@ fn compare<O: CmpOp>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
         (Tensor::Bool(a), Tensor::Bool(b)) if O::BOOL_INPUTS => {
             binary_map(ctx, O::NAME, a, b, O::apply::<bool>)?
         }
+        // Strings: Equal only (from 19), byte-wise.
+        (Tensor::Str(a), Tensor::Str(b)) if O::BOOL_INPUTS => {
+            zip2(ctx, O::NAME, a, b, 8, |x, y| x == y)?
+        }
         (a, b) if a.dtype() == b.dtype() => return Err(unsupported_type(O::NAME, a.dtype())),
         (a, b) => return Err(type_mismatch(O::NAME, a.dtype(), b.dtype())),
     };
@@ -211,6 +216,8 @@ pub fn where_(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         (Tensor::I32(x), Tensor::I32(y)) => Tensor::I32(select_map(ctx, OP, c, x, y)?),
         (Tensor::I64(x), Tensor::I64(y)) => Tensor::I64(select_map(ctx, OP, c, x, y)?),
         (Tensor::Bool(x), Tensor::Bool(y)) => Tensor::Bool(select_map(ctx, OP, c, x, y)?),
+        (Tensor::Str(x), Tensor::Str(y)) => Tensor::Str(select_strings(ctx, OP, c, x, y)?),
+        (x, y) if x.dtype() == y.dtype() => return Err(unsupported_type(OP, x.dtype())),
         (x, y) => return Err(type_mismatch(OP, x.dtype(), y.dtype())),
     };
     Ok(vec![out])

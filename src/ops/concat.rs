@@ -138,5 +138,8 @@ pub fn concat(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         Tensor::U16(_) => cat!(U16),
         Tensor::U32(_) => cat!(U32),
         Tensor::U64(_) => cat!(U64),
+        Tensor::I4(_) => cat!(I4),
+        Tensor::U4(_) => cat!(U4),
+        Tensor::Str(_) => cat!(Str),
     }])
 }

@@ -49,7 +49,7 @@ pub(super) enum Starts<'a> {
 
 /// Copies `run` consecutive elements of `a` (row-major) from each offset `starts` gives, in
 /// order, into a new array of `shape` (whose size the caller has checked).
-pub(super) fn take<T: Copy>(
+pub(super) fn take<T: Clone>(
     op: &str,
     a: &ArrayD<T>,
     starts: Starts,
@@ -66,7 +66,7 @@ pub(super) fn take<T: Copy>(
         let past = |s: usize| format!("{op}: internal: offset {s} past the input");
         let mut copy = |s: usize| -> Result<(), String> {
             if run == 1 {
-                v.push(*src.get(s).ok_or_else(|| past(s))?);
+                v.push(src.get(s).ok_or_else(|| past(s))?.clone());
             } else {
                 let part = s.checked_add(run).and_then(|e| src.get(s..e));
                 v.extend_from_slice(part.ok_or_else(|| past(s))?);
@@ -555,6 +555,32 @@ fn scatter<T: Elem>(
     Ok(out)
 }
 
+/// `scatter` for strings: updates replace (reduction "none" only).
+fn scatter_strings(
+    op: &str,
+    data: &ArrayD<String>,
+    upd: &ArrayD<String>,
+    starts: &[usize],
+    run: usize,
+    r: Reduction,
+) -> Result<ArrayD<String>, String> {
+    if r != Reduction::None {
+        return Err(format!("{op}: reduction {r:?} is not defined for strings"));
+    }
+    let mut out = data.as_standard_layout().into_owned();
+    let internal = || format!("{op}: internal: a scatter position is past the data");
+    let o = out.as_slice_mut().ok_or_else(internal)?;
+    let u: Vec<&String> = upd.iter().collect();
+    for (j, &s) in starts.iter().enumerate() {
+        let dst = o.get_mut(s..s + run).ok_or_else(internal)?;
+        let src = u.get(j * run..(j + 1) * run).ok_or_else(internal)?;
+        for (d, x) in dst.iter_mut().zip(src) {
+            d.clone_from(x);
+        }
+    }
+    Ok(out)
+}
+
 /// `scatter` on two tensors of one element type.
 fn scatter_tensor(
     op: &str,
@@ -568,6 +594,7 @@ fn scatter_tensor(
         ($($v:ident),*) => {
             match (data, upd) {
                 $((Tensor::$v(d), Tensor::$v(u)) => Tensor::$v(scatter(op, d, u, starts, run, r)?),)*
+                (Tensor::Str(d), Tensor::Str(u)) => Tensor::Str(scatter_strings(op, d, u, starts, run, r)?),
                 (d, u) => return Err(type_mismatch(op, d.dtype(), u.dtype())),
             }
         };

@@ -78,6 +78,7 @@ pub mod shape_ops;
 pub mod signal;
 pub mod slice;
 pub mod state_ops;
+pub mod strings;
 pub mod tensor_scatter;
 pub mod transformer;
 

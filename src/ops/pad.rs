@@ -206,12 +206,12 @@ pub(super) use each_elem;
 /// Copies `src` (row-major, `dims`) into a new buffer whose axis `axis` has `map.len()`
 /// entries: entry j is the source's slice `map[j]` along that axis, or `fill` where `None`.
 /// Every index in `map` must be below `dims[axis]`.
-pub(super) fn gather_axis<T: Copy>(
+pub(super) fn gather_axis<T: Clone>(
     src: &[T],
     dims: &[usize],
     axis: usize,
     map: &[Option<usize>],
-    fill: T,
+    fill: &T,
 ) -> Vec<T> {
     let outer: usize = dims[..axis].iter().product();
     let inner: usize = dims[axis + 1..].iter().product();
@@ -224,7 +224,7 @@ pub(super) fn gather_axis<T: Copy>(
                     let start = (o * n_in + i) * inner;
                     out.extend_from_slice(&src[start..start + inner]);
                 }
-                None => out.extend(std::iter::repeat_n(fill, inner)),
+                None => out.extend(std::iter::repeat_n(fill.clone(), inner)),
             }
         }
     }
@@ -271,7 +271,7 @@ fn axis_map(mode: PadMode, n: usize, b: i64, e: i64) -> Result<Vec<Option<usize>
 
 /// The padded array: one gather pass per padded axis, the shrinking axes first (so no
 /// intermediate is larger than both the input and the output).
-fn pad_array<T: Elem>(
+fn pad_array<T: Clone>(
     a: &ArrayD<T>,
     mode: PadMode,
     pads: &[(usize, i64, i64)],
@@ -282,12 +282,12 @@ fn pad_array<T: Elem>(
     if out_dims.contains(&0) {
         return ArrayD::from_shape_vec(IxDyn(out_dims), vec![]).map_err(|e| e.to_string());
     }
-    let mut data: Vec<T> = a.iter().copied().collect();
+    let mut data: Vec<T> = a.iter().cloned().collect();
     let mut order: Vec<&(usize, i64, i64)> = pads.iter().filter(|p| p.1 != 0 || p.2 != 0).collect();
     order.sort_by_key(|p| p.1.saturating_add(p.2));
     for &&(ax, b, e) in &order {
         let map = axis_map(mode, dims[ax], b, e)?;
-        data = gather_axis(&data, &dims, ax, &map, fill);
+        data = gather_axis(&data, &dims, ax, &map, &fill);
         dims[ax] = map.len();
     }
     ArrayD::from_shape_vec(IxDyn(&dims), data).map_err(|e| e.to_string())
@@ -354,8 +354,27 @@ pub fn pad(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     }
     check_out(ctx, OP, &out_dims, bits(data.dtype()))?;
     let m = a.mode;
-    let out = each_elem!(OP, data, x => fill_value(cv, value)
-        .and_then(|f| pad_array(x, m, &per_axis, &out_dims, f)));
+    let out = match data {
+        // Strings: the constant is constant_value's one string, or "" (the spec's zero).
+        Tensor::Str(x) => {
+            let fill = match cv {
+                None => String::new(),
+                Some(Tensor::Str(c)) if c.len() == 1 => {
+                    c.iter().next().cloned().unwrap_or_default()
+                }
+                Some(t) => {
+                    return Err(format!(
+                    "{OP}: constant_value must be one string for string data, got {} of shape {:?}",
+                    t.dtype(),
+                    t.shape()
+                ))
+                }
+            };
+            Tensor::Str(pad_array(x, m, &per_axis, &out_dims, fill)?)
+        }
+        _ => each_elem!(OP, data, x => fill_value(cv, value)
+            .and_then(|f| pad_array(x, m, &per_axis, &out_dims, f))),
+    };
     Ok(vec![out])
 }
 

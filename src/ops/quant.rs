@@ -12,9 +12,9 @@
 //! of x.shape[axis] elements is per axis; with `block_size` > 0 (21+) the scale has x's rank and
 //! x's dims except ceil(x.shape[axis] / block_size) on `axis` (blocked). QuantizeLinear is
 //! `saturate(round_half_even(x / scale) + zero_point)`; 19 adds float8 outputs, 21 int4/uint4 and
-//! int16/uint16, 23 float4 and `precision` (the type the division is computed in): the float8,
-//! 4-bit and 2-bit types are not held by this backend and are refused with an error naming the
-//! type. 21 changes QLinearMatMul only in the types it lists (float16/bfloat16 scales, float8).
+//! int16/uint16, 23 float4 and `precision` (the type the division is computed in): int4 and
+//! uint4 are held (saturating to [-8, 7] and [0, 15]); the float8, float4 and 2-bit types are not
+//! held by this backend and are refused with an error naming the type. 21 changes QLinearMatMul only in the types it lists (float16/bfloat16 scales, float8).
 //! Kernels take every element type as stored (`any_element_type`): the zero point's type decides
 //! the output's.
 
@@ -43,9 +43,11 @@ pub(super) fn qrange(op: &str, t: DType) -> Result<(f64, f64), String> {
         DType::I8 => (-128.0, 127.0),
         DType::U16 => (0.0, 65535.0),
         DType::I16 => (-32768.0, 32767.0),
+        DType::I4 => (-8.0, 7.0),
+        DType::U4 => (0.0, 15.0),
         _ => {
             return Err(format!(
-                "{op}: quantized type {t} is not supported (only int8, uint8, int16, uint16; float8, 4-bit and 2-bit types are not held)"
+                "{op}: quantized type {t} is not supported (only int4, uint4, int8, uint8, int16, uint16; float8, float4 and 2-bit types are not held)"
             ))
         }
     })
@@ -125,8 +127,13 @@ impl Layout {
     }
 }
 
+/// A per-tensor parameter's shape: a scalar or a one-element vector.
+fn one(shape: &[usize]) -> bool {
+    shape.len() <= 1 && shape.iter().product::<usize>() == 1
+}
+
 /// Scale and zero point (as f64), validated against x; the zero point must match the scale's
-/// shape.
+/// shape (or both be one element of rank 0 or 1).
 fn params(
     op: &str,
     x: &Tensor,
@@ -138,7 +145,9 @@ fn params(
     let layout = Layout::new(op, x.shape(), scale.shape(), axis, block)?;
     let s = scale.to_f64_vec();
     let z = match zp {
-        Some(z) if z.shape() != scale.shape() => {
+        // Per tensor, a scalar and a one-element vector are the same parameter (onnx's int4
+        // DequantizeLinear case pairs a scalar scale with a [1] zero point).
+        Some(z) if z.shape() != scale.shape() && !(one(z.shape()) && one(scale.shape())) => {
             return Err(format!(
                 "{op}: zero point shape {:?} differs from scale shape {:?}",
                 z.shape(),

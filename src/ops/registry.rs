@@ -9,7 +9,8 @@ use super::{
     elementwise, embed, eyelike, fused_elementwise, fused_matmul, gather_scatter, gelu, glu,
     index_ops, lanes, layout, linalg, loss, math, matmul, ms_attention, norm, pad, pool, quant,
     quant_conv, quant_ms, rearrange, recurrent, reduce, reduce_more, resize, rms, rotary, sample,
-    sdpa, select, shape_ops, signal, slice, state_ops, tensor_scatter, transformer, Attrs, Op,
+    sdpa, select, shape_ops, signal, slice, state_ops, strings, tensor_scatter, transformer, Attrs,
+    Op,
 };
 use crate::ir::model::{canonical_domain, FUSELAB_DOMAIN, MS_DOMAIN};
 
@@ -140,6 +141,9 @@ static OPS: &[OpDef] = &[
     op!(ONNX, "Reshape", 5, shape_ops::Reshape),
     op!(ONNX, "Shape", 1, shape_ops::Shape),
     op!(ONNX, "Squeeze", 1, shape_ops::Squeeze),
+    op!(ONNX, "StringConcat", 20, strings::StringConcat),
+    op!(ONNX, "StringNormalizer", 10, strings::StringNormalizer),
+    op!(ONNX, "StringSplit", 20, strings::StringSplit),
     op!(ONNX, "Transpose", 1, shape_ops::Transpose),
     op!(ONNX, "Unsqueeze", 1, shape_ops::Unsqueeze),
     // ai.onnx: indexing and generators (index_ops.rs)

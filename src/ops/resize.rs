@@ -639,7 +639,7 @@ impl Resize {
             for p in plans {
                 let map = self.nearest_map(p, dims[p.axis]);
                 let d = next(&dims, p, size_of::<T>())?;
-                data = gather_axis(&data, &dims, p.axis, &map, T::of_f64(fill));
+                data = gather_axis(&data, &dims, p.axis, &map, &T::of_f64(fill));
                 dims = d;
             }
             data

@@ -338,7 +338,7 @@ fn group(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering, sorted: bool) -> Grou
 
 /// `group` over the `n` subtensors of `a` split as (outer, n, inner): row r's element
 /// j = o * inner + i sits at (o * n + r) * inner + i.
-fn group_rows<T: PartialOrd + Copy>(
+fn group_rows<T: PartialOrd + Clone>(
     op: &str,
     a: &ArrayD<T>,
     [outer, n, inner]: [usize; 3],

@@ -470,7 +470,7 @@ pub fn transpose(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 /// `a` with its axes permuted, in row-major order. A row-major input is walked directly: an
 /// odometer over the output's outer dims, the innermost dim copied as one run (a slice copy when
 /// it is the input's innermost too). Otherwise ndarray permutes a view and copies it.
-fn permuted<T: Copy>(a: &ArrayD<T>, perm: &[usize]) -> ArrayD<T> {
+fn permuted<T: Clone>(a: &ArrayD<T>, perm: &[usize]) -> ArrayD<T> {
     let (src, rank) = match a.as_slice() {
         Some(s) if a.ndim() > 0 && !s.is_empty() => (s, a.ndim()),
         _ => {
@@ -496,7 +496,7 @@ fn permuted<T: Copy>(a: &ArrayD<T>, perm: &[usize]) -> ArrayD<T> {
         if step == 1 {
             out.extend_from_slice(&src[base..base + inner]);
         } else {
-            out.extend((0..inner).map(|j| src[base + j * step]));
+            out.extend((0..inner).map(|j| src[base + j * step].clone()));
         }
         for d in (0..rank - 1).rev() {
             idx[d] += 1;

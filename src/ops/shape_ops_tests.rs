@@ -291,8 +291,18 @@ fn constant_attrs() {
     );
     assert_eq!(run_first(constant, &n, 13, &[]).unwrap(), t);
     let n = node("Constant", vec![attr::string("value_string", "hi")]);
-    let e = run_first(constant, &n, 13, &[]).unwrap_err();
-    assert!(e.contains("string"), "{e}");
+    assert_eq!(
+        run_first(constant, &n, 13, &[]).unwrap(),
+        strs(&[], &["hi"])
+    );
+    let n = node(
+        "Constant",
+        vec![attr::strings("value_strings", &["a", "b"])],
+    );
+    assert_eq!(
+        run_first(constant, &n, 13, &[]).unwrap(),
+        strs(&[2], &["a", "b"])
+    );
     let n = node("Constant", vec![]);
     assert!(run_first(constant, &n, 13, &[]).is_err());
     let n = node(

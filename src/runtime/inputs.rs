@@ -109,7 +109,8 @@ fn index_rows(g: &crate::ir::Graph, node: &crate::ir::Node, v: crate::ir::ValueI
 
 /// Random values for every graph input that has no initializer and is not in `given`.
 /// Floats are uniform in [-1, 1); integers in [0, 8), or [0, n) as the indices of a Gather along
-/// an axis of static size n < 8 (safe as indices); bools fair coins.
+/// an axis of static size n < 8 (safe as indices); bools fair coins; strings one to four
+/// lowercase letters.
 pub fn random_inputs(
     model: &Model,
     given: &HashMap<String, Tensor>,
@@ -157,6 +158,13 @@ pub fn random_inputs(
             Some(DType::BOOL) => {
                 Tensor::Bool(ArrayD::from_shape_simple_fn(ix, || rng.next_u64() & 1 == 1))
             }
+            // Strings: one to four lowercase ASCII letters.
+            Some(DType::STRING) => Tensor::Str(ArrayD::from_shape_simple_fn(ix, || {
+                let r = rng.next_u64();
+                (0..1 + r % 4)
+                    .map(|i| char::from(b'a' + ((r >> (8 + 5 * i)) % 26) as u8))
+                    .collect()
+            })),
             _ => None.ok_or_else(|| Error::Input {
                 name: v.name.clone(),
                 message: format!("cannot generate random {dtype} data"),

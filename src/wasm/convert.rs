@@ -101,6 +101,15 @@ pub(super) fn tensors_from_js(v: &JsValue) -> Result<HashMap<String, Tensor>, Js
             "uint16" => typed!(js_sys::Uint16Array, U16),
             "uint32" => typed!(js_sys::Uint32Array, U32),
             "uint64" => typed!(js_sys::BigUint64Array, U64),
+            // 4-bit types: one value per element of an Int8Array/Uint8Array, low bits kept.
+            "int4" => typed!(js_sys::Int8Array, I8)
+                .widen()
+                .narrow(DType::I4)
+                .expect("int8 narrows to int4"),
+            "uint4" => typed!(js_sys::Uint8Array, U8)
+                .widen()
+                .narrow(DType::U4)
+                .expect("uint8 narrows to uint4"),
             // The half types travel as float32 (exact one way, rounded to nearest even the other).
             "float16" | "bfloat16" => {
                 let wide = typed!(js_sys::Float32Array, F32);
@@ -119,10 +128,24 @@ pub(super) fn tensors_from_js(v: &JsValue) -> Result<HashMap<String, Tensor>, Js
                     bytes.to_vec().into_iter().map(|b| b != 0).collect(),
                 )?)
             }
+            // Strings: a plain JS array of strings.
+            "string" => {
+                let items: &js_sys::Array = data.dyn_ref().ok_or_else(|| {
+                    JsError::new(&format!("input '{name}': data is not an array of strings"))
+                })?;
+                let v = items
+                    .iter()
+                    .map(|s| s.as_string())
+                    .collect::<Option<Vec<String>>>()
+                    .ok_or_else(|| {
+                        JsError::new(&format!("input '{name}': data holds a non-string"))
+                    })?;
+                Tensor::Str(array(&name, &shape, v)?)
+            }
             d => {
                 return Err(JsError::new(&format!(
                     "input '{name}': dtype '{d}' is not one of float32, float64, float16, \
-                     bfloat16, int8/16/32/64, uint8/16/32/64, bool"
+                     bfloat16, int4/8/16/32/64, uint4/8/16/32/64, bool, string"
                 )))
             }
         };
@@ -168,9 +191,18 @@ fn tensor_to_js(t: &Tensor) -> Result<JsValue, JsError> {
         Tensor::U16(a) => typed!(js_sys::Uint16Array, a),
         Tensor::U32(a) => typed!(js_sys::Uint32Array, a),
         Tensor::U64(a) => typed!(js_sys::BigUint64Array, a),
+        // int4/uint4 as Int8Array/Uint8Array, one value per element.
+        Tensor::I4(a) => typed!(js_sys::Int8Array, a),
+        Tensor::U4(a) => typed!(js_sys::Uint8Array, a),
         // float16/bfloat16 as float32 values (exact); `dtype` still names the model's type.
         Tensor::F16(a) => typed!(js_sys::Float32Array, a.mapv(f32::from)),
         Tensor::BF16(a) => typed!(js_sys::Float32Array, a.mapv(f32::from)),
+        // Strings as a plain array of JS strings.
+        Tensor::Str(a) => a
+            .iter()
+            .map(|s| JsValue::from(s.as_str()))
+            .collect::<js_sys::Array>()
+            .into(),
     };
     let o = js_sys::Object::new();
     let shape = js_sys::Array::new();

@@ -38,6 +38,9 @@ macro_rules! same_variant {
             Tensor::U16($a) => Tensor::U16($body),
             Tensor::U32($a) => Tensor::U32($body),
             Tensor::U64($a) => Tensor::U64($body),
+            Tensor::I4($a) => Tensor::I4($body),
+            Tensor::U4($a) => Tensor::U4($body),
+            Tensor::Str($a) => Tensor::Str($body),
         }
     };
 }
@@ -313,7 +316,7 @@ fn stack(parts: &[Tensor], axis: usize) -> std::result::Result<Tensor, String> {
             }
         };
     }
-    by_variant!(F32, F64, I32, I64, Bool, F16, BF16, I8, U8, I16, U16, U32, U64)
+    by_variant!(F32, F64, I32, I64, Bool, F16, BF16, I8, U8, I16, U16, U32, U64, I4, U4, Str)
 }
 
 /// The scan output of a loop that ran no iteration: empty along the stacked axis, of the body
