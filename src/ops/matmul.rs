@@ -18,6 +18,7 @@ use super::broadcast::{broadcast_shape, check_unidirectional};
 use super::common::{check_out, input, opt_input, type_mismatch, unsupported_type, Num};
 use super::infer::broadcast_dims;
 use super::lowering::{prepend, run, NodeCtx, Ty};
+use super::sgemm::small_sgemm;
 pub use super::sgemm::{PackedA, Strided};
 use super::wgsl::{self, lit, strides};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
@@ -417,99 +418,6 @@ pub(super) fn sgemm(a: ArrayView2<f32>, b: ArrayView2<f32>) -> Array2<f32> {
         );
     }
     y
-}
-
-/// Largest `m` the small-product kernel takes; above it matrixmultiply's packing pays off.
-#[cfg(any(target_arch = "x86_64", test))]
-const SMALL_M: usize = 64;
-
-/// `y = a · b` in float32 for few rows (transformer weights at small batch x seq), on x86-64
-/// with AVX2 and FMA: matrixmultiply packs both operands on every call, which at 8 rows costs
-/// more than the product. Elsewhere (and for larger `m`) it returns false.
-fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if m <= SMALL_M
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports the features `sgemm_avx2` is compiled for (checked just
-            // above); the function itself is safe code.
-            unsafe { sgemm_avx2(a, b, y, m, k, n) };
-            return true;
-        }
-    }
-    let _ = (a, b, y, m, k, n);
-    false
-}
-
-/// `sgemm_rows` compiled for AVX2 + FMA, so its fixed-width tiles become 256-bit FMAs.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sgemm_avx2(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
-    sgemm_rows(a, b, y, m, k, n);
-}
-
-/// Row blocks of 4 (then single rows), each swept by `sgemm_cols`.
-#[cfg(any(target_arch = "x86_64", test))]
-#[inline(always)]
-fn sgemm_rows(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
-    let mut i = 0;
-    while i + 4 <= m {
-        sgemm_cols::<4>(a, b, y, i, k, n);
-        i += 4;
-    }
-    while i < m {
-        sgemm_cols::<1>(a, b, y, i, k, n);
-        i += 1;
-    }
-}
-
-/// Column tiles of 16, then 8, then single columns, for rows `i..i + R`.
-#[cfg(any(target_arch = "x86_64", test))]
-#[inline(always)]
-fn sgemm_cols<const R: usize>(a: &[f32], b: &[f32], y: &mut [f32], i: usize, k: usize, n: usize) {
-    let mut j = 0;
-    while j + 16 <= n {
-        sgemm_tile::<R, 16>(a, b, y, i, j, k, n);
-        j += 16;
-    }
-    while j + 8 <= n {
-        sgemm_tile::<R, 8>(a, b, y, i, j, k, n);
-        j += 8;
-    }
-    while j < n {
-        sgemm_tile::<R, 1>(a, b, y, i, j, k, n);
-        j += 1;
-    }
-}
-
-/// One R x W tile of `y`: R x W accumulators (registers), updated once per `k` from a
-/// contiguous run of W values of a row of `b` and one value of each of the R rows of `a`.
-#[cfg(any(target_arch = "x86_64", test))]
-#[inline(always)]
-fn sgemm_tile<const R: usize, const W: usize>(
-    a: &[f32],
-    b: &[f32],
-    y: &mut [f32],
-    i: usize,
-    j: usize,
-    k: usize,
-    n: usize,
-) {
-    let mut acc = [[0f32; W]; R];
-    for kk in 0..k {
-        let brow: &[f32; W] = b[kk * n + j..][..W].try_into().expect("W values");
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            let av = a[(i + r) * k + kk];
-            for (s, &bv) in acc_r.iter_mut().zip(brow) {
-                *s = av.mul_add(bv, *s);
-            }
-        }
-    }
-    for (r, acc_r) in acc.iter().enumerate() {
-        y[(i + r) * n + j..][..W].copy_from_slice(acc_r);
-    }
 }
 
 pub fn matmul(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {

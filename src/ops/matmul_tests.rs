@@ -1,4 +1,5 @@
 use super::super::common::test_util::*;
+use super::super::sgemm::sgemm_rows;
 use super::*;
 use crate::ir::{attr, Node};
 

@@ -8,6 +8,9 @@
 //! a register: 12 x 32 (24 of the 32 zmm registers) with AVX-512F, 6 x 16 (12 of 16 ymm) with
 //! AVX2 + FMA. Edges are packed with zeros and computed into a scratch tile.
 //!
+//! `small_sgemm` is the other kernel here: few rows of A (MatMul at small batch x sequence) with
+//! no packing at all, AVX2 + FMA tiles of one row of B.
+//!
 //! The packing buffers are per thread and kept between calls, so a steady-state run allocates
 //! nothing here. Other targets (wasm32) and CPUs without these features use the caller's
 //! fallback (matrixmultiply through ndarray). Products of a column-major (transposed) operand
@@ -566,127 +569,99 @@ mod x86 {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Largest `m` the small-product kernel takes; above it matrixmultiply's packing pays off.
+#[cfg(any(target_arch = "x86_64", test))]
+const SMALL_M: usize = 64;
 
-    /// Deterministic values in [-1, 1).
-    fn fill(len: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
-
-    fn naive(
-        mkn: [usize; 3],
-        alpha: f32,
-        a: Strided<f32>,
-        b: Strided<f32>,
-        c: &mut [f32],
-        ldc: usize,
-    ) {
-        let [m, k, n] = mkn;
-        for i in 0..m {
-            for j in 0..n {
-                let s: f64 = (0..k)
-                    .map(|p| {
-                        a.data[i * a.rs + p * a.cs] as f64 * b.data[p * b.rs + j * b.cs] as f64
-                    })
-                    .sum();
-                c[i * ldc + j] += alpha * s as f32;
-            }
+/// `y = a · b` in float32 for few rows (transformer weights at small batch x seq), on x86-64
+/// with AVX2 and FMA: matrixmultiply packs both operands on every call, which at 8 rows costs
+/// more than the product. Elsewhere (and for larger `m`) it returns false.
+pub fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if m <= SMALL_M
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports the features `sgemm_avx2` is compiled for (checked just
+            // above); the function itself is safe code.
+            unsafe { sgemm_avx2(a, b, y, m, k, n) };
+            return true;
         }
     }
+    let _ = (a, b, y, m, k, n);
+    false
+}
 
-    /// Every kernel this CPU has against a float64 triple loop: edges in every dimension,
-    /// several panels deep and wide, transposed operands, alpha, accumulation into C and a row
-    /// stride past C's width (the untouched gap must stay as it was).
-    #[test]
-    fn matches_the_triple_loop() {
-        let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
-            .into_iter()
-            .filter(|&i| supports(i))
-            .collect();
-        let shapes = [
-            [1, 1, 1],
-            [1, 576, 100],
-            [3, 70, 45],
-            [12, 256, 32],
-            [13, 7, 33],
-            [5, 300, 17],
-            [150, 520, 70],
-            [7, 3, 3100],
-            [64, 27, 3136],
-        ];
-        for isa in isas {
-            for (t, &[m, k, n]) in shapes.iter().enumerate() {
-                for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                    let ad = fill(m * k, t as u32 * 7 + 1);
-                    let bd = fill(k * n, t as u32 * 7 + 2);
-                    let a = if ta {
-                        Strided::rows(&ad, m).t()
-                    } else {
-                        Strided::rows(&ad, k)
-                    };
-                    let b = if tb {
-                        Strided::rows(&bd, k).t()
-                    } else {
-                        Strided::rows(&bd, n)
-                    };
-                    let ldc = n + 3;
-                    let c0 = fill(m * ldc, t as u32 * 7 + 3);
-                    let (mut got, mut want) = (c0.clone(), c0.clone());
-                    sgemm_with(isa, [m, k, n], 0.5, a, b, &mut got, ldc);
-                    naive([m, k, n], 0.5, a, b, &mut want, ldc);
-                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                        if i % ldc >= n {
-                            assert_eq!(g, w, "{isa:?} {m}x{k}x{n}: gap at {i} changed");
-                        }
-                        let tol = 1e-5 * (k as f32).sqrt() * 4.0;
-                        assert!(
-                            (g - w).abs() <= tol,
-                            "{isa:?} {m}x{k}x{n} ta={ta} tb={tb}: c[{i}] = {g}, want {w}"
-                        );
-                    }
-                }
-            }
-        }
+/// `sgemm_rows` compiled for AVX2 + FMA, so its fixed-width tiles become 256-bit FMAs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sgemm_avx2(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
+    sgemm_rows(a, b, y, m, k, n);
+}
+
+/// Row blocks of 4 (then single rows), each swept by `sgemm_cols`.
+#[cfg(any(target_arch = "x86_64", test))]
+#[inline(always)]
+pub(super) fn sgemm_rows(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
+    let mut i = 0;
+    while i + 4 <= m {
+        sgemm_cols::<4>(a, b, y, i, k, n);
+        i += 4;
     }
-
-    /// Packing A once gives what packing it on every call gives, bit for bit: deep enough for
-    /// three panels and tall enough for two row blocks with a ragged strip.
-    #[test]
-    fn prepacked_a_matches_packing_per_call() {
-        let Some(isa) = best_isa() else { return };
-        let [m, k, n] = [MC + 7, 2 * KC + 5, 45];
-        let ad = fill(m * k, 11);
-        let bd = fill(k * n, 12);
-        let (a, b) = (Strided::rows(&ad, k), Strided::rows(&bd, n));
-        let mut want = fill(m * n, 13);
-        let mut got = want.clone();
-        sgemm_with(isa, [m, k, n], 1.0, a, b, &mut want, n);
-        let packed = PackedA::new(a, m, k).expect("a kernel");
-        sgemm_packed(&packed, n, b, &mut got, n);
-        assert_eq!(got, want);
-        // Transposed A packs the same values.
-        let at: Vec<f32> = (0..k * m).map(|i| ad[(i % m) * k + i / m]).collect();
-        let packed_t = PackedA::new(Strided::rows(&at, m).t(), m, k).expect("a kernel");
-        assert_eq!(packed_t.data, packed.data);
-    }
-
-    #[test]
-    fn covers_checks_the_last_element() {
-        let d = [0f32; 12];
-        assert!(Strided::rows(&d, 4).covers(3, 4));
-        assert!(!Strided::rows(&d, 4).covers(4, 4));
-        assert!(Strided::rows(&d, 4).t().covers(4, 3));
-        assert!(!Strided::rows(&d, 4).covers(usize::MAX, 2));
-        assert!(Strided::rows(&d, 4).covers(0, 99));
+    while i < m {
+        sgemm_cols::<1>(a, b, y, i, k, n);
+        i += 1;
     }
 }
+
+/// Column tiles of 16, then 8, then single columns, for rows `i..i + R`.
+#[cfg(any(target_arch = "x86_64", test))]
+#[inline(always)]
+fn sgemm_cols<const R: usize>(a: &[f32], b: &[f32], y: &mut [f32], i: usize, k: usize, n: usize) {
+    let mut j = 0;
+    while j + 16 <= n {
+        sgemm_tile::<R, 16>(a, b, y, i, j, k, n);
+        j += 16;
+    }
+    while j + 8 <= n {
+        sgemm_tile::<R, 8>(a, b, y, i, j, k, n);
+        j += 8;
+    }
+    while j < n {
+        sgemm_tile::<R, 1>(a, b, y, i, j, k, n);
+        j += 1;
+    }
+}
+
+/// One R x W tile of `y`: R x W accumulators (registers), updated once per `k` from a
+/// contiguous run of W values of a row of `b` and one value of each of the R rows of `a`.
+#[cfg(any(target_arch = "x86_64", test))]
+#[inline(always)]
+fn sgemm_tile<const R: usize, const W: usize>(
+    a: &[f32],
+    b: &[f32],
+    y: &mut [f32],
+    i: usize,
+    j: usize,
+    k: usize,
+    n: usize,
+) {
+    let mut acc = [[0f32; W]; R];
+    for kk in 0..k {
+        let brow: &[f32; W] = b[kk * n + j..][..W].try_into().expect("W values");
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let av = a[(i + r) * k + kk];
+            for (s, &bv) in acc_r.iter_mut().zip(brow) {
+                *s = av.mul_add(bv, *s);
+            }
+        }
+    }
+    for (r, acc_r) in acc.iter().enumerate() {
+        y[(i + r) * n + j..][..W].copy_from_slice(acc_r);
+    }
+}
+
+#[cfg(test)]
+#[path = "sgemm_tests.rs"]
+mod tests;

@@ -1,0 +1,112 @@
+use super::*;
+
+/// Deterministic values in [-1, 1).
+fn fill(len: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+fn naive(mkn: [usize; 3], alpha: f32, a: Strided<f32>, b: Strided<f32>, c: &mut [f32], ldc: usize) {
+    let [m, k, n] = mkn;
+    for i in 0..m {
+        for j in 0..n {
+            let s: f64 = (0..k)
+                .map(|p| a.data[i * a.rs + p * a.cs] as f64 * b.data[p * b.rs + j * b.cs] as f64)
+                .sum();
+            c[i * ldc + j] += alpha * s as f32;
+        }
+    }
+}
+
+/// Every kernel this CPU has against a float64 triple loop: edges in every dimension,
+/// several panels deep and wide, transposed operands, alpha, accumulation into C and a row
+/// stride past C's width (the untouched gap must stay as it was).
+#[test]
+fn matches_the_triple_loop() {
+    let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
+        .into_iter()
+        .filter(|&i| supports(i))
+        .collect();
+    let shapes = [
+        [1, 1, 1],
+        [1, 576, 100],
+        [3, 70, 45],
+        [12, 256, 32],
+        [13, 7, 33],
+        [5, 300, 17],
+        [150, 520, 70],
+        [7, 3, 3100],
+        [64, 27, 3136],
+    ];
+    for isa in isas {
+        for (t, &[m, k, n]) in shapes.iter().enumerate() {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let ad = fill(m * k, t as u32 * 7 + 1);
+                let bd = fill(k * n, t as u32 * 7 + 2);
+                let a = if ta {
+                    Strided::rows(&ad, m).t()
+                } else {
+                    Strided::rows(&ad, k)
+                };
+                let b = if tb {
+                    Strided::rows(&bd, k).t()
+                } else {
+                    Strided::rows(&bd, n)
+                };
+                let ldc = n + 3;
+                let c0 = fill(m * ldc, t as u32 * 7 + 3);
+                let (mut got, mut want) = (c0.clone(), c0.clone());
+                sgemm_with(isa, [m, k, n], 0.5, a, b, &mut got, ldc);
+                naive([m, k, n], 0.5, a, b, &mut want, ldc);
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    if i % ldc >= n {
+                        assert_eq!(g, w, "{isa:?} {m}x{k}x{n}: gap at {i} changed");
+                    }
+                    let tol = 1e-5 * (k as f32).sqrt() * 4.0;
+                    assert!(
+                        (g - w).abs() <= tol,
+                        "{isa:?} {m}x{k}x{n} ta={ta} tb={tb}: c[{i}] = {g}, want {w}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Packing A once gives what packing it on every call gives, bit for bit: deep enough for
+/// three panels and tall enough for two row blocks with a ragged strip.
+#[test]
+fn prepacked_a_matches_packing_per_call() {
+    let Some(isa) = best_isa() else { return };
+    let [m, k, n] = [MC + 7, 2 * KC + 5, 45];
+    let ad = fill(m * k, 11);
+    let bd = fill(k * n, 12);
+    let (a, b) = (Strided::rows(&ad, k), Strided::rows(&bd, n));
+    let mut want = fill(m * n, 13);
+    let mut got = want.clone();
+    sgemm_with(isa, [m, k, n], 1.0, a, b, &mut want, n);
+    let packed = PackedA::new(a, m, k).expect("a kernel");
+    sgemm_packed(&packed, n, b, &mut got, n);
+    assert_eq!(got, want);
+    // Transposed A packs the same values.
+    let at: Vec<f32> = (0..k * m).map(|i| ad[(i % m) * k + i / m]).collect();
+    let packed_t = PackedA::new(Strided::rows(&at, m).t(), m, k).expect("a kernel");
+    assert_eq!(packed_t.data, packed.data);
+}
+
+#[test]
+fn covers_checks_the_last_element() {
+    let d = [0f32; 12];
+    assert!(Strided::rows(&d, 4).covers(3, 4));
+    assert!(!Strided::rows(&d, 4).covers(4, 4));
+    assert!(Strided::rows(&d, 4).t().covers(4, 3));
+    assert!(!Strided::rows(&d, 4).covers(usize::MAX, 2));
+    assert!(Strided::rows(&d, 4).covers(0, 99));
+}
