@@ -6,7 +6,7 @@
 //! cargo run --release --example gemm
 //! ```
 //!
-//! Times are this thread's CPU time (Linux /proc/thread-self/schedstat), so other processes on
+//! Times are this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), so other processes on
 //! a busy machine inflate them less than wall time; each line is one shape, every kernel
 //! measured in the same run. "A prepacked" is the best kernel with A packed once beforehand, as
 //! a Conv's constant weights are. The figures in docs/benchmarks.md ("GEMM") come from here.

@@ -45,7 +45,7 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     profile: bool,
     /// What the timings count: `wall` time, or `cpu`, the time this thread spent on a CPU
-    /// (Linux), which other processes on a busy machine do not inflate (reference backend).
+    /// (Unix), which other processes on a busy machine do not inflate (reference backend).
     #[arg(long, value_enum, default_value_t = Clock::Wall)]
     clock: Clock,
     #[command(flatten)]
@@ -69,21 +69,30 @@ impl Clock {
     }
 }
 
-/// This thread's time on a CPU, from the kernel's scheduler statistics (its first field is
-/// nanoseconds on a CPU).
+/// This thread's time on a CPU (`CLOCK_THREAD_CPUTIME_ID`, nanosecond resolution; the
+/// scheduler's /proc statistics only advance at its ticks).
+#[cfg(unix)]
 fn thread_cpu_ms() -> Result<f64> {
-    let fail = |why: String| crate::Error::Other(format!("--clock cpu: {why}"));
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").map_err(|e| {
-        fail(format!(
-            "cannot read /proc/thread-self/schedstat ({e}); Linux only"
-        ))
-    })?;
-    let ns: u64 = s
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| fail(format!("unexpected /proc/thread-self/schedstat: {s:?}")))?;
-    Ok(ns as f64 / 1e6)
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Err(crate::Error::Other(format!(
+            "--clock cpu: clock_gettime failed ({})",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6)
+}
+
+#[cfg(not(unix))]
+fn thread_cpu_ms() -> Result<f64> {
+    Err(crate::Error::Other(
+        "--clock cpu: this platform has no thread CPU clock here (Unix only)".into(),
+    ))
 }
 
 #[derive(Serialize)]
