@@ -18,6 +18,10 @@
 
 use std::cell::RefCell;
 
+#[path = "sgemm_thin.rs"]
+mod thin;
+use thin::{dots, DOT_ROWS, NARROW_COLS};
+
 /// A float32 matrix in a slice: element `(i, j)` at `data[i * rs + j * cs]`.
 #[derive(Clone, Copy, Debug)]
 pub struct Strided<'a, T> {
@@ -138,93 +142,6 @@ pub fn sgemm_with(
     drive(isa, [m, k, n], ASide::Pack(a, alpha), b, c, ldc);
 }
 
-/// Most rows of A that [`dots`] takes.
-const DOT_ROWS: usize = 4;
-
-/// A few rows of A times a B stored transposed (`b.rs == 1`: a Linear layer's weights [N, K]
-/// under Gemm's transB): every output is the dot product of two contiguous runs, and packing B
-/// would cost more than the product.
-fn dots(
-    isa: Isa,
-    [m, k, n]: [usize; 3],
-    alpha: f32,
-    a: Strided<f32>,
-    b: Strided<f32>,
-    c: &mut [f32],
-    ldc: usize,
-) {
-    assert!(b.covers(k, n), "sgemm: B out of bounds");
-    assert!(
-        n == 0 || (m > 0 && ldc >= n && (m - 1) * ldc + n <= c.len()),
-        "sgemm: C out of bounds"
-    );
-    let args = (k, n, m, alpha, a, b, ldc);
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,fma")]
-        fn wide(args: DotArgs, c: &mut [f32]) {
-            dots_body(args, c)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        fn narrow(args: DotArgs, c: &mut [f32]) {
-            dots_body(args, c)
-        }
-        // SAFETY: `sgemm_with` checked that the CPU has `isa`'s features.
-        unsafe {
-            match isa {
-                Isa::Avx512 => wide(args, c),
-                Isa::Avx2 => narrow(args, c),
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = isa;
-        dots_body(args, c)
-    }
-}
-
-/// `dots`' operands: k, n, m, alpha, A, B, ldc.
-type DotArgs<'a> = (
-    usize,
-    usize,
-    usize,
-    f32,
-    Strided<'a, f32>,
-    Strided<'a, f32>,
-    usize,
-);
-
-/// The loops of [`dots`], inlined into each target-feature wrapper so that they vectorize.
-#[inline(always)]
-fn dots_body((k, n, m, alpha, a, b, ldc): DotArgs, c: &mut [f32]) {
-    for j in 0..n {
-        let bj = &b.data[j * b.cs..][..k];
-        for i in 0..m {
-            c[i * ldc + j] += alpha * dot(&a.data[i * a.rs..][..k], bj);
-        }
-    }
-}
-
-/// `Σ x[i]·y[i]` in 32 lanes (inlined into the caller's target features, so they vectorize).
-#[inline(always)]
-fn dot(x: &[f32], y: &[f32]) -> f32 {
-    let mut acc = [0f32; 32];
-    let (xs, ys) = (x.chunks_exact(32), y.chunks_exact(32));
-    let tail: f32 = xs
-        .remainder()
-        .iter()
-        .zip(ys.remainder())
-        .map(|(p, q)| p * q)
-        .sum();
-    for (xc, yc) in xs.zip(ys) {
-        for l in 0..32 {
-            acc[l] = xc[l].mul_add(yc[l], acc[l]);
-        }
-    }
-    acc.iter().sum::<f32>() + tail
-}
-
 /// An `[m, k]` float32 matrix packed once, in the order [`sgemm_packed`] reads it: for each
 /// `KC`-deep panel, each `MC`-row block in strips of the kernel's `MR` rows. For weights that
 /// every run multiplies (a Conv's W), so that no run packs them again.
@@ -296,6 +213,9 @@ fn drive(isa: Isa, [m, k, n]: [usize; 3], a: ASide, b: Strided<f32>, c: &mut [f3
         ldc >= n && (m - 1) * ldc + n <= c.len(),
         "sgemm: C out of bounds"
     );
+    if n <= NARROW_COLS {
+        return thin::narrow(isa, [m, k, n], a, b, c, ldc);
+    }
     let (mr, nr) = tile(isa);
     SCRATCH.with(|s| {
         let mut s = s.borrow_mut();

@@ -44,6 +44,10 @@ fn matches_the_triple_loop() {
         [150, 520, 70],
         [7, 3, 3100],
         [64, 27, 3136],
+        // Few columns: the matrix-vector path.
+        [150, 520, 1],
+        [13, 300, 3],
+        [40, 700, 4],
     ];
     for isa in isas {
         for (t, &[m, k, n]) in shapes.iter().enumerate() {
@@ -99,6 +103,33 @@ fn prepacked_a_matches_packing_per_call() {
     let at: Vec<f32> = (0..k * m).map(|i| ad[(i % m) * k + i / m]).collect();
     let packed_t = PackedA::new(Strided::rows(&at, m).t(), m, k).expect("a kernel");
     assert_eq!(packed_t.data, packed.data);
+}
+
+/// Few columns of B times a prepacked A (a squeeze-excitation 1x1 Conv): the matrix-vector
+/// path over the packed strips matches the triple loop, across panels, row blocks and a ragged
+/// strip, with B row-major and transposed.
+#[test]
+fn prepacked_a_times_few_columns() {
+    if best_isa().is_none() {
+        return;
+    }
+    let [m, k] = [MC + 7, 2 * KC + 5];
+    let ad = fill(m * k, 21);
+    let a = Strided::rows(&ad, k);
+    let packed = PackedA::new(a, m, k).expect("a kernel");
+    for n in 1..=NARROW_COLS {
+        let bd = fill(k * n, 22 + n as u32);
+        for b in [Strided::rows(&bd, n), Strided::rows(&bd, k).t()] {
+            let ldc = n + 2;
+            let mut got = fill(m * ldc, 30);
+            let mut want = got.clone();
+            sgemm_packed(&packed, n, b, &mut got, ldc);
+            naive([m, k, n], 1.0, a, b, &mut want, ldc);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= 1e-4, "n={n}: c[{i}] = {g}, want {w}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -32,6 +32,13 @@ pub(super) fn group<T: Num>(
     };
     p.load(x);
     #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F (checked just above), the feature `channels_avx512` is
+        // compiled for; the function itself is safe code.
+        unsafe { channels_avx512(p, w, y, b, [ksz, osz]) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         // SAFETY: the CPU has AVX (checked just above), the feature `channels_avx` is compiled
         // for; the function itself is safe code.
@@ -73,6 +80,19 @@ fn channels<T: Num>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 unsafe fn channels_avx<T: Num>(
+    p: &mut Padded<T>,
+    w: &[T],
+    y: &mut [T],
+    b: Option<&[T]>,
+    [ksz, osz]: [usize; 2],
+) {
+    channels!(p, w, y, b, ksz, osz);
+}
+
+/// `channels` compiled for AVX-512's 512-bit vectors (no FMA either).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn channels_avx512<T: Num>(
     p: &mut Padded<T>,
     w: &[T],
     y: &mut [T],
