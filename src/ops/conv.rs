@@ -447,7 +447,19 @@ fn conv_typed<T: Elem + MatElem>(
     } else {
         None
     };
-    let mut y = vec![T::ZERO; shape.iter().product()];
+    // Y starts from the bias (one pass, not a zero fill and an add after): the GEMMs and
+    // col2im add into it, the depthwise loop sets it from the same bias.
+    let total: usize = shape.iter().product();
+    let mut y = match b.as_ref().filter(|_| osz > 0) {
+        Some(b) => {
+            let mut y = Vec::with_capacity(total);
+            for &bv in b.iter().cycle().take(total / osz) {
+                y.resize(y.len() + osz, bv);
+            }
+            y
+        }
+        None => vec![T::ZERO; total],
+    };
     let gemm_k = if transpose { cg } else { cg * ksz };
     // Conv's W, when it is an initializer, packed once per group for the GEMM (kept by the
     // executor for later runs).
@@ -497,13 +509,6 @@ fn conv_typed<T: Elem + MatElem>(
                     }
                 }
             }
-        }
-    }
-    // The depthwise loop started from the bias, unless there was nothing to loop over.
-    let biased = depthwise && osz > 0 && isz > 0 && gemm_k > 0;
-    if let Some(b) = b.filter(|_| !biased) {
-        for (row, &bv) in y.chunks_exact_mut(osz.max(1)).zip(b.iter().cycle()) {
-            row.iter_mut().for_each(|v| *v = v.wadd(bv));
         }
     }
     let y = ArrayD::from_shape_vec(IxDyn(&shape), y).map_err(|e| format!("{op}: {e}"))?;

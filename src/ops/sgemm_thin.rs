@@ -90,7 +90,6 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-
 /// Most columns of B that [`narrow`] takes.
 pub(super) const NARROW_COLS: usize = 4;
 
@@ -176,12 +175,25 @@ fn narrow_body<const MR: usize>(NarrowArgs { m, k, a, col, acc }: NarrowArgs) {
                     let block = pa.block(pc, ic);
                     let rows = (m - ic).min(MC);
                     for (si, strip) in block.chunks_exact(MR * kc).enumerate() {
-                        let mut t = [0f32; MR];
-                        for (ap, &xv) in strip.chunks_exact(MR).zip(x) {
-                            for (tv, &av) in t.iter_mut().zip(ap) {
+                        // Four chains of fused multiply-adds, so that each waits on its own
+                        // latency rather than on the one before.
+                        let mut t = [[0f32; MR]; 4];
+                        let (quads, xq) = (strip.chunks_exact(4 * MR), x.chunks_exact(4));
+                        let (rest, xr) = (quads.remainder(), xq.remainder());
+                        for (ap, xv) in quads.zip(xq) {
+                            for (q, tq) in t.iter_mut().enumerate() {
+                                for (tv, &av) in tq.iter_mut().zip(&ap[q * MR..][..MR]) {
+                                    *tv = av.mul_add(xv[q], *tv);
+                                }
+                            }
+                        }
+                        for (ap, &xv) in rest.chunks_exact(MR).zip(xr) {
+                            for (tv, &av) in t[0].iter_mut().zip(ap) {
                                 *tv = av.mul_add(xv, *tv);
                             }
                         }
+                        let t: [f32; MR] =
+                            std::array::from_fn(|l| (t[0][l] + t[1][l]) + (t[2][l] + t[3][l]));
                         let i0 = si * MR;
                         let live = rows.saturating_sub(i0).min(MR);
                         let dst = &mut acc[ic + i0..][..live];

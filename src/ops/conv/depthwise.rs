@@ -5,9 +5,10 @@ use super::super::common::Num;
 use super::super::window::{tap_major, Axis, Padded};
 
 /// One group's output channels `y` [mg, out...] from its input channel `x` [in...], kernels `w`
-/// [mg, k...] and biases `b` [mg]: through the padded copy `pad` when the caller could make one
-/// (each tap one contiguous run for a whole z slice, the bias the accumulator's start), else
-/// tap by tap along output rows (the bias added last).
+/// [mg, k...] and biases `b` [mg]; `y` arrives holding the bias (zero without one). Through the
+/// padded copy `pad` when the caller could make one (each tap one contiguous run for a whole z
+/// slice, the bias the accumulator's start, `y` overwritten), else tap by tap along output rows
+/// into `y`.
 pub(super) fn group<T: Num>(
     x: &[T],
     w: &[T],
@@ -22,11 +23,8 @@ pub(super) fn group<T: Num>(
         return;
     }
     let Some(p) = pad.as_mut() else {
-        for (j, (wj, yj)) in w.chunks_exact(ksz).zip(y.chunks_exact_mut(osz)).enumerate() {
+        for (wj, yj) in w.chunks_exact(ksz).zip(y.chunks_exact_mut(osz)) {
             tap_major(x, yj, a, |v, xv, t| v.wadd(wj[t].wmul(xv)));
-            if let Some(&bv) = b.and_then(|b| b.get(j)) {
-                yj.iter_mut().for_each(|v| *v = v.wadd(bv));
-            }
         }
         return;
     };
