@@ -547,8 +547,33 @@ impl ConvTranspose {
 }
 
 /// Rows (c, kz, ky, kx) by columns (oz, oy, ox) of one group's input channels `x`, for the
-/// output rows (oz, oy) numbered `rows`.
+/// output rows (oz, oy) numbered `rows`; on x86-64 compiled for AVX-512 or AVX2 where the CPU
+/// has them (the strided gathers of a stride-2 stem vectorize).
 fn im2col<T: Num>(x: &[T], cg: usize, a: &[Axis; 3], col: &mut [T], rows: Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn wide<T: Num>(x: &[T], cg: usize, a: &[Axis; 3], col: &mut [T], rows: Range<usize>) {
+            im2col_body(x, cg, a, col, rows)
+        }
+        #[target_feature(enable = "avx2")]
+        fn mid<T: Num>(x: &[T], cg: usize, a: &[Axis; 3], col: &mut [T], rows: Range<usize>) {
+            im2col_body(x, cg, a, col, rows)
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F, checked just above.
+            return unsafe { wide(x, cg, a, col, rows) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, checked just above.
+            return unsafe { mid(x, cg, a, col, rows) };
+        }
+    }
+    im2col_body(x, cg, a, col, rows)
+}
+
+#[inline(always)]
+fn im2col_body<T: Num>(x: &[T], cg: usize, a: &[Axis; 3], col: &mut [T], rows: Range<usize>) {
     let [az, ay, ax] = a;
     let isz = az.inp * ay.inp * ax.inp;
     let mut dsts = col.chunks_exact_mut(ax.out);
@@ -570,8 +595,17 @@ fn im2col<T: Num>(x: &[T], cg: usize, a: &[Axis; 3], col: &mut [T], rows: Range<
                         let from = &xc[src..][..ax.inp][ax.pos(x0, kx)..];
                         dst[..x0].iter_mut().for_each(|v| *v = T::ZERO);
                         dst[x1..].iter_mut().for_each(|v| *v = T::ZERO);
+                        let n = x1 - x0;
                         if ax.s == 1 {
-                            dst[x0..x1].copy_from_slice(&from[..x1 - x0]);
+                            dst[x0..x1].copy_from_slice(&from[..n]);
+                        } else if ax.s == 2 {
+                            // Every other value: the first of each pair, then the last value
+                            // alone (its pair may end past the row).
+                            let (body, last) = dst[x0..x1].split_at_mut(n - 1);
+                            for (v, pair) in body.iter_mut().zip(from.chunks_exact(2)) {
+                                *v = pair[0];
+                            }
+                            last[0] = from[2 * (n - 1)];
                         } else {
                             let strided = from.iter().step_by(ax.s);
                             for (v, &xv) in dst[x0..x1].iter_mut().zip(strided) {

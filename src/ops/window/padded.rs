@@ -69,8 +69,33 @@ impl<T: Copy> Padded<T> {
     }
 
     /// Copies plane `x` (z, y, x row-major) into the padded positions; the padding keeps the
-    /// filler (every plane writes the same positions).
+    /// filler (every plane writes the same positions). On x86-64 compiled for AVX-512 or AVX2
+    /// where the CPU has them (a stride-2 row's split into phases vectorizes).
     pub fn load(&mut self, x: &[T]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f")]
+            fn wide<T: Copy>(p: &mut Padded<T>, x: &[T]) {
+                p.load_body(x)
+            }
+            #[target_feature(enable = "avx2")]
+            fn mid<T: Copy>(p: &mut Padded<T>, x: &[T]) {
+                p.load_body(x)
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has AVX-512F, checked just above.
+                return unsafe { wide(self, x) };
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2, checked just above.
+                return unsafe { mid(self, x) };
+            }
+        }
+        self.load_body(x)
+    }
+
+    #[inline(always)]
+    fn load_body(&mut self, x: &[T]) {
         let [az, ay, ax] = &self.a;
         let (sy, sx, ph, pw) = (ay.s, ax.s, self.ph, self.pw);
         let (pbz, pby, pbx) = (az.pb as usize, ay.pb as usize, ax.pb as usize);
@@ -86,12 +111,18 @@ impl<T: Copy> Padded<T> {
             if pz >= self.ez {
                 break;
             }
+            // Row py = iy + pby is row qy of y phase ry (py = qy·sy + ry), stepped along
+            // without a division per row.
+            let (mut qy, mut ry) = (pby / sy, pby % sy);
             for (iy, row) in plane.chunks_exact(ax.inp).enumerate() {
-                let py = iy + pby;
-                if py >= ey {
+                if iy + pby >= ey {
                     break;
                 }
-                let base = pz * self.slice + (py % sy) * sx * ph * pw + (py / sy) * pw;
+                let base = pz * self.slice + ry * sx * ph * pw + qy * pw;
+                ry += 1;
+                if ry == sy {
+                    (qy, ry) = (qy + 1, 0);
+                }
                 let row = &row[..nx];
                 if sx == 1 {
                     self.buf[base + pbx..][..nx].copy_from_slice(row);
