@@ -221,6 +221,10 @@ fn bench_profile_lists_time_per_op_type() {
         text.contains("profile of the optimized graph") && text.contains("AddEyeLike"),
         "{text}"
     );
+    // The text form names the shapes it timed: N sized by --dim, and bench's default 8 without.
+    assert!(text.contains("inputs: X [16, 16]"), "{text}");
+    let text = ok(&args[..args.len() - 2]);
+    assert!(text.contains("inputs: X [8, 8]"), "{text}");
 }
 
 #[test]

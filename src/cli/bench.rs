@@ -299,6 +299,14 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
             rep.speedup,
             rep.max_abs_diff
         );
+        // The shapes timed: a named dim nobody sized runs at bench's default, which is easy
+        // to miss (a batch of 8 where one image was meant).
+        let mut shapes: Vec<String> = inputs
+            .iter()
+            .map(|(name, t)| format!("{name} {:?}", t.shape()))
+            .collect();
+        shapes.sort();
+        println!("  inputs: {}", shapes.join(", "));
         if let Some(rows) = &rep.profile {
             let total: f64 = rows.iter().map(|r| r.ms_per_run).sum();
             println!(
