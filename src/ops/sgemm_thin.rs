@@ -1,7 +1,9 @@
 //! Thin products, where the packed micro-kernel would compute mostly padding: a few rows of A
 //! times a B stored transposed ([`dots`]), and A times a few columns of B ([`narrow`]).
 
-use super::{tile, ASide, Isa, Strided, KC, MC, SCRATCH};
+#[cfg(target_arch = "x86_64")]
+use super::tile;
+use super::{ASide, Isa, Strided, KC, MC, SCRATCH};
 
 /// Most rows of A that [`dots`] takes.
 pub(super) const DOT_ROWS: usize = 4;
