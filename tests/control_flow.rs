@@ -81,11 +81,15 @@ fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
 }
 
 fn load(g: GraphProto) -> fuselab::Result<fuselab::ir::Model> {
+    load_at(g, 17)
+}
+
+fn load_at(g: GraphProto, opset: i64) -> fuselab::Result<fuselab::ir::Model> {
     let m = ModelProto {
         ir_version: 8,
         opset_import: vec![OperatorSetIdProto {
             domain: String::new(),
-            version: 17,
+            version: opset,
         }],
         graph: Some(g),
         ..Default::default()
@@ -98,7 +102,11 @@ fn f32s(shape: &[usize], v: &[f32]) -> Tensor {
 }
 
 fn run(g: GraphProto, feeds: &[(&str, Tensor)]) -> fuselab::Result<Vec<Tensor>> {
-    let m = load(g)?;
+    run_at(g, 17, feeds)
+}
+
+fn run_at(g: GraphProto, opset: i64, feeds: &[(&str, Tensor)]) -> fuselab::Result<Vec<Tensor>> {
+    let m = load_at(g, opset)?;
     let inputs: HashMap<String, Tensor> = feeds
         .iter()
         .map(|(k, t)| (k.to_string(), t.clone()))
@@ -275,4 +283,76 @@ fn scan_computes_a_cumulative_sum_both_ways() {
     .unwrap();
     assert_eq!(out[0], f32s(&[2], &[9., 12.]));
     assert_eq!(out[1], f32s(&[2, 3], &[5., 8., 9., 6., 10., 12.]));
+}
+
+/// Scan 8: batch first, the scan axis 1, a sequence length per batch entry (scan outputs zero
+/// past it), `directions` for the inputs.
+#[test]
+fn scan_8_runs_each_batch_entry_for_its_own_length() {
+    let body = graph(
+        "body",
+        vec![
+            node("Add", &["s_in", "x"], &["s_out"], vec![]),
+            node("Identity", &["s_out"], &["y"], vec![]),
+        ],
+        vec![vi("s_in", dt::FLOAT), vi("x", dt::FLOAT)],
+        vec![vi("s_out", dt::FLOAT), vi("y", dt::FLOAT)],
+    );
+    let model = |extra: Vec<AttributeProto>| {
+        let mut attrs = vec![g_attr("body", body.clone()), i_attr("num_scan_inputs", 1)];
+        attrs.extend(extra);
+        graph(
+            "main",
+            vec![node("Scan", &["L", "S0", "X"], &["S", "Y"], attrs)],
+            vec![vi("L", dt::INT64), vi("S0", dt::FLOAT), vi("X", dt::FLOAT)],
+            vec![vi("S", dt::FLOAT), vi("Y", dt::FLOAT)],
+        )
+    };
+    let x = f32s(
+        &[2, 3, 2],
+        &[1., 2., 3., 4., 5., 6., 10., 20., 30., 40., 50., 60.],
+    );
+    let lens = |v: &[i64]| Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap());
+    let feeds = [
+        ("L", lens(&[3, 1])),
+        ("S0", f32s(&[2, 2], &[0., 0., 100., 100.])),
+        ("X", x),
+    ];
+    let out = run_at(model(vec![]), 8, &feeds).unwrap();
+    assert_eq!(out[0], f32s(&[2, 2], &[9., 12., 110., 120.]));
+    assert_eq!(
+        out[1],
+        f32s(
+            &[2, 3, 2],
+            &[1., 2., 4., 6., 9., 12., 110., 120., 0., 0., 0., 0.]
+        )
+    );
+    // Backwards: entry 0 reads 5,6 first; entry 1 (length 1) reads only its first step.
+    let out = run_at(model(vec![ints_attr("directions", &[1])]), 8, &feeds).unwrap();
+    assert_eq!(out[0], f32s(&[2, 2], &[9., 12., 110., 120.]));
+    assert_eq!(
+        out[1],
+        f32s(
+            &[2, 3, 2],
+            &[5., 6., 8., 10., 9., 12., 110., 120., 0., 0., 0., 0.]
+        )
+    );
+    // An empty sequence_lens means every entry runs the whole axis.
+    let mut all = feeds.clone();
+    all[0].1 = lens(&[]);
+    let out = run_at(model(vec![]), 8, &all).unwrap();
+    assert_eq!(out[0], f32s(&[2, 2], &[9., 12., 190., 220.]));
+    // A length past the scan axis, or a state without the batch, is refused by name.
+    let mut bad = feeds.clone();
+    bad[0].1 = lens(&[3, 4]);
+    let err = run_at(model(vec![]), 8, &bad).unwrap_err().to_string();
+    assert!(err.contains("sequence_lens holds 4"), "{err}");
+    let mut bad = feeds.clone();
+    bad[1].1 = f32s(&[2], &[0., 0.]);
+    bad[2].1 = f32s(&[3, 2], &[1., 2., 3., 4., 5., 6.]);
+    let err = run_at(model(vec![]), 8, &bad).unwrap_err().to_string();
+    assert!(err.contains("opset 8 takes [batch, ...]"), "{err}");
+    // The same model at opset 9 has three inputs for one state and one scan input: L is read
+    // as a state, so the body's two formal inputs get three values.
+    assert!(run_at(model(vec![]), 9, &feeds).is_err());
 }

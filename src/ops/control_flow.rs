@@ -7,11 +7,14 @@
 //! | If | 1, 11, 13, 16, 19, 21 | `then_branch`, `else_branch` (graphs, required) | bool cond (1 element) -> the chosen branch's outputs (shapes may differ between branches) |
 //! | Loop | 1, 11, 13, 16, 19, 21 | `body` (graph, required) | M (int64, optional), cond (bool, optional), N carried -> N final carried + K scan outputs stacked on a new axis 0 |
 //! | Scan | 9, 11, 16, 19, 21 | `body`, `num_scan_inputs` (required), `scan_input_axes`/`scan_output_axes` (0s), `scan_input_directions`/`scan_output_directions` (0s: forward) | N states + M scan inputs -> N final states + K scan outputs |
+//! | Scan | 8 | `body`, `num_scan_inputs` (required), `directions` (0s: forward, one per scan input) | sequence_lens (int64 [batch], optional), N states [batch, ...] + M scan inputs [batch, seq, ...] -> N final states [batch, ...] + K scan outputs [batch, seq, ...] |
 //!
 //! Version changes: If 11 lets branches' shapes differ; 13/16/19/21 only add types (optional
 //! and sequence types are not held here). Loop 11 makes the trip count and cond inputs' shapes
-//! scalar-or-[1]; later versions add types. Scan 8 (batched, with `sequence_lens`) is not
-//! covered; 11 allows negative axes.
+//! scalar-or-[1]; later versions add types. Scan 8 is batched: every input and output has the
+//! batch first and the scan axis is 1; batch entry b runs its own `sequence_lens[b]` steps (all
+//! of the scan axis when the input is absent or empty), and its scan outputs are zero past
+//! them. Scan 9 drops the batch and `sequence_lens`; 11 allows negative axes.
 //! The kernel below is never called by the executor (which runs the bodies); it refuses.
 
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
@@ -169,6 +172,8 @@ pub struct Scan {
     pub input_directions: Vec<i64>,
     pub output_axes: Vec<i64>,
     pub output_directions: Vec<i64>,
+    /// Scan 8: a batch axis first on every input and output, and input 0 `sequence_lens`.
+    pub batched: bool,
 }
 
 impl Scan {
@@ -196,6 +201,18 @@ impl Scan {
             }
             Ok(v)
         };
+        if a.opset < 9 {
+            // Scan 8 names its input directions `directions` and has no axes attributes.
+            return Ok(Box::new(Scan {
+                body,
+                num_scan_inputs: m,
+                input_axes: Vec::new(),
+                input_directions: list("directions", Some(m))?,
+                output_axes: Vec::new(),
+                output_directions: Vec::new(),
+                batched: true,
+            }));
+        }
         Ok(Box::new(Scan {
             body,
             num_scan_inputs: m,
@@ -203,6 +220,7 @@ impl Scan {
             input_directions: list("scan_input_directions", Some(m))?,
             output_axes: list("scan_output_axes", None)?,
             output_directions: list("scan_output_directions", None)?,
+            batched: false,
         }))
     }
 }
@@ -213,9 +231,13 @@ impl Op for Scan {
     }
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         let body = body_outputs(Some(&self.body));
-        let n = cx.node.inputs.len().saturating_sub(self.num_scan_inputs);
+        // Scan 8's input 0 is sequence_lens, and its outputs gain a batch axis in front.
+        let skip = usize::from(self.batched);
+        let n = cx.node.inputs.len().saturating_sub(self.num_scan_inputs + skip);
         (0..cx.node.outputs.len())
             .map(|i| match body.get(i) {
+                Some(t) if self.batched && i < n => stacked(t, 0),
+                Some(t) if self.batched => stacked(&stacked(t, 0), 0),
                 Some(t) if i < n => t.clone(),
                 Some(t) => stacked(t, self.output_axes.get(i - n).copied().unwrap_or(0)),
                 None => TensorType::default(),

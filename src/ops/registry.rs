@@ -50,7 +50,7 @@ static OPS: &[OpDef] = &[
     // ai.onnx: control flow, bodies run by the executor (control_flow.rs)
     op!(ONNX, "If", 1, control_flow::If),
     op!(ONNX, "Loop", 1, control_flow::Loop),
-    op!(ONNX, "Scan", 9, control_flow::Scan),
+    op!(ONNX, "Scan", 8, control_flow::Scan),
     // ai.onnx: scaled dot-product attention (sdpa.rs)
     op!(ONNX, "Attention", 23, sdpa::Attention),
     // ai.onnx: elementwise math (elementwise.rs)

@@ -167,7 +167,13 @@ pub(super) fn run(
             let op = (ctx.op as &dyn std::any::Any)
                 .downcast_ref::<Scan>()
                 .ok_or_else(|| err("not a Scan op".into()))?;
-            run_scan(op, &body("body")?, args, outer, bytes_cap).map_err(|e| match e {
+            let ran = if op.batched {
+                let declared = bodies_model(bodies, "body");
+                run_scan8(op, &body("body")?, declared, args, outer, bytes_cap)
+            } else {
+                run_scan(op, &body("body")?, args, outer, bytes_cap)
+            };
+            ran.map_err(|e| match e {
                 Error::Other(m) => err(m),
                 e => e,
             })
@@ -267,6 +273,143 @@ fn run_scan(
             )));
         }
         outs.push(stack(&parts, ax as usize).map_err(e)?);
+    }
+    Ok(outs)
+}
+
+/// Scan 8: for each batch entry b, Scan 9's loop over b's slices of the inputs (the scan axis is
+/// 1, axis 0 of a slice) for its `sequence_lens[b]` steps; the final states stacked on a batch
+/// axis, each scan output zero-padded to the scan axis' length and stacked likewise.
+fn run_scan8(
+    op: &Scan,
+    ex: &Executor,
+    declared: Option<&Model>,
+    args: &[Option<&Tensor>],
+    outer: &HashMap<&str, &Tensor>,
+    bytes_cap: u64,
+) -> Result<Vec<Tensor>> {
+    let e = |m: String| Error::Other(m);
+    let m = op.num_scan_inputs;
+    let all: Vec<&Tensor> = args
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, a)| a.ok_or_else(|| e(format!("input {i} is missing"))))
+        .collect::<Result<_>>()?;
+    let n = all.len().checked_sub(m).ok_or_else(|| {
+        e(format!(
+            "{} inputs after sequence_lens, fewer than num_scan_inputs {m}",
+            all.len()
+        ))
+    })?;
+    let batch = all.first().and_then(|t| t.shape().first().copied()).unwrap_or(0);
+    let mut seq = None;
+    for (i, t) in all.iter().enumerate() {
+        let s = t.shape();
+        let scan = i >= n;
+        if s.len() < 1 + usize::from(scan) || s[0] != batch {
+            return Err(e(format!(
+                "opset 8 takes [batch, ...] states and [batch, sequence, ...] scan inputs: input {} has shape {s:?}, batch {batch}",
+                i + 1
+            )));
+        }
+        if scan && seq.is_some_and(|q| q != s[1]) {
+            return Err(e(format!(
+                "scan inputs differ in sequence length ({} vs {})",
+                s[1],
+                seq.unwrap_or(0)
+            )));
+        }
+        if scan {
+            seq = Some(s[1]);
+        }
+    }
+    let seq = seq.unwrap_or(0);
+    let lens: Vec<usize> = match args.first().copied().flatten() {
+        Some(t) if t.len() > 0 => {
+            let Tensor::I64(l) = t else {
+                return Err(e(format!("sequence_lens is {}, int64 expected", t.dtype())));
+            };
+            if l.shape() != [batch] {
+                return Err(e(format!(
+                    "sequence_lens has shape {:?}, [{batch}] (the batch) expected",
+                    l.shape()
+                )));
+            }
+            l.iter()
+                .map(|&v| {
+                    usize::try_from(v).ok().filter(|&v| v <= seq).ok_or_else(|| {
+                        e(format!(
+                            "sequence_lens holds {v}, outside 0..={seq} (the scan axis' length)"
+                        ))
+                    })
+                })
+                .collect::<Result<_>>()?
+        }
+        _ => vec![seq; batch],
+    };
+    let mut states: Vec<Vec<Tensor>> = vec![Vec::with_capacity(batch); n];
+    let mut scans: Vec<Vec<Vec<Tensor>>> = Vec::new();
+    for (b, &len) in lens.iter().enumerate() {
+        let slices: Vec<Tensor> = all
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                same_variant!(*t, a => {
+                    let a = a.index_axis(Axis(0), b);
+                    if i < n {
+                        a.to_owned()
+                    } else {
+                        a.slice_axis(Axis(0), ndarray::Slice::from(0..len)).to_owned()
+                    }
+                })
+            })
+            .collect();
+        let refs: Vec<Option<&Tensor>> = slices.iter().map(Some).collect();
+        let outs = run_scan(op, ex, &refs, outer, bytes_cap)?;
+        for (k, t) in outs.into_iter().enumerate() {
+            match k.checked_sub(n) {
+                None => states[k].push(t),
+                Some(j) => {
+                    if scans.len() <= j {
+                        scans.resize_with(j + 1, || vec![Vec::new(); batch]);
+                    }
+                    scans[j][b] = (0..len)
+                        .map(|i| same_variant!(&t, a => a.index_axis(Axis(0), i).to_owned()))
+                        .collect();
+                }
+            }
+        }
+    }
+    let mut outs = Vec::with_capacity(n + scans.len());
+    for parts in &states {
+        outs.push(stack(parts, 0).map_err(e)?);
+    }
+    for (j, per_batch) in scans.iter().enumerate() {
+        // A step's shape and type: from a batch entry that ran, else the body's declaration.
+        let step = per_batch
+            .iter()
+            .find_map(|p| p.first().cloned())
+            .unwrap_or_else(|| {
+                let t = empty_scan(&declared, n + j);
+                same_variant!(&t, a => a.index_axis(Axis(0), 0).to_owned())
+            });
+        let padded = (batch as u64)
+            .saturating_mul(seq as u64)
+            .saturating_mul(bytes_of(&step));
+        if padded > bytes_cap {
+            return Err(e(format!(
+                "scan output {j} would take {padded} bytes, past {bytes_cap} (the tensor limit)"
+            )));
+        }
+        let zero = same_variant!(&step, a => a.mapv(|_| Default::default()));
+        let mut rows = Vec::with_capacity(batch);
+        for p in per_batch {
+            let mut steps = p.clone();
+            steps.resize(seq, zero.clone());
+            rows.push(stack(&steps, 0).map_err(e)?);
+        }
+        outs.push(stack(&rows, 0).map_err(e)?);
     }
     Ok(outs)
 }
