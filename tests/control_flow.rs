@@ -312,7 +312,8 @@ fn scan_8_runs_each_batch_entry_for_its_own_length() {
         &[2, 3, 2],
         &[1., 2., 3., 4., 5., 6., 10., 20., 30., 40., 50., 60.],
     );
-    let lens = |v: &[i64]| Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap());
+    let lens =
+        |v: &[i64]| Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap());
     let feeds = [
         ("L", lens(&[3, 1])),
         ("S0", f32s(&[2, 2], &[0., 0., 100., 100.])),
@@ -347,6 +348,12 @@ fn scan_8_runs_each_batch_entry_for_its_own_length() {
     bad[0].1 = lens(&[3, 4]);
     let err = run_at(model(vec![]), 8, &bad).unwrap_err().to_string();
     assert!(err.contains("sequence_lens holds 4"), "{err}");
+    bad[0].1 = lens(&[0, 3]);
+    let err = run_at(model(vec![]), 8, &bad).unwrap_err().to_string();
+    assert!(
+        err.contains("sequence_lens holds 0, outside 1..=3"),
+        "{err}"
+    );
     let mut bad = feeds.clone();
     bad[1].1 = f32s(&[2], &[0., 0.]);
     bad[2].1 = f32s(&[3, 2], &[1., 2., 3., 4., 5., 6.]);

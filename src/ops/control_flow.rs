@@ -12,9 +12,9 @@
 //! Version changes: If 11 lets branches' shapes differ; 13/16/19/21 only add types (optional
 //! and sequence types are not held here). Loop 11 makes the trip count and cond inputs' shapes
 //! scalar-or-[1]; later versions add types. Scan 8 is batched: every input and output has the
-//! batch first and the scan axis is 1; batch entry b runs its own `sequence_lens[b]` steps (all
-//! of the scan axis when the input is absent or empty), and its scan outputs are zero past
-//! them. Scan 9 drops the batch and `sequence_lens`; 11 allows negative axes.
+//! batch first and the scan axis is 1; batch entry b runs its own `sequence_lens[b]` steps (1
+//! to the scan axis' length, as onnxruntime requires; all of it when the input is absent or
+//! empty), and its scan outputs are zero past them. Scan 9 drops the batch and `sequence_lens`; 11 allows negative axes.
 //! The kernel below is never called by the executor (which runs the bodies); it refuses.
 
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
@@ -233,7 +233,11 @@ impl Op for Scan {
         let body = body_outputs(Some(&self.body));
         // Scan 8's input 0 is sequence_lens, and its outputs gain a batch axis in front.
         let skip = usize::from(self.batched);
-        let n = cx.node.inputs.len().saturating_sub(self.num_scan_inputs + skip);
+        let n = cx
+            .node
+            .inputs
+            .len()
+            .saturating_sub(self.num_scan_inputs + skip);
         (0..cx.node.outputs.len())
             .map(|i| match body.get(i) {
                 Some(t) if self.batched && i < n => stacked(t, 0),

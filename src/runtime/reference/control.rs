@@ -168,8 +168,7 @@ pub(super) fn run(
                 .downcast_ref::<Scan>()
                 .ok_or_else(|| err("not a Scan op".into()))?;
             let ran = if op.batched {
-                let declared = bodies_model(bodies, "body");
-                run_scan8(op, &body("body")?, declared, args, outer, bytes_cap)
+                run_scan8(op, &body("body")?, args, outer, bytes_cap)
             } else {
                 run_scan(op, &body("body")?, args, outer, bytes_cap)
             };
@@ -278,12 +277,12 @@ fn run_scan(
 }
 
 /// Scan 8: for each batch entry b, Scan 9's loop over b's slices of the inputs (the scan axis is
-/// 1, axis 0 of a slice) for its `sequence_lens[b]` steps; the final states stacked on a batch
-/// axis, each scan output zero-padded to the scan axis' length and stacked likewise.
+/// 1, axis 0 of a slice) for its `sequence_lens[b]` steps (1 to the scan axis' length, as
+/// onnxruntime requires); the final states stacked on a batch axis, each scan output
+/// zero-padded to the scan axis' length and stacked likewise.
 fn run_scan8(
     op: &Scan,
     ex: &Executor,
-    declared: Option<&Model>,
     args: &[Option<&Tensor>],
     outer: &HashMap<&str, &Tensor>,
     bytes_cap: u64,
@@ -302,7 +301,10 @@ fn run_scan8(
             all.len()
         ))
     })?;
-    let batch = all.first().and_then(|t| t.shape().first().copied()).unwrap_or(0);
+    let batch = all
+        .first()
+        .and_then(|t| t.shape().first().copied())
+        .unwrap_or(0);
     let mut seq = None;
     for (i, t) in all.iter().enumerate() {
         let s = t.shape();
@@ -325,8 +327,13 @@ fn run_scan8(
         }
     }
     let seq = seq.unwrap_or(0);
+    if batch == 0 || seq == 0 {
+        return Err(e(format!(
+            "opset 8 needs a batch and a sequence of at least 1, got batch {batch}, sequence {seq}"
+        )));
+    }
     let lens: Vec<usize> = match args.first().copied().flatten() {
-        Some(t) if t.len() > 0 => {
+        Some(t) if !t.is_empty() => {
             let Tensor::I64(l) = t else {
                 return Err(e(format!("sequence_lens is {}, int64 expected", t.dtype())));
             };
@@ -338,11 +345,15 @@ fn run_scan8(
             }
             l.iter()
                 .map(|&v| {
-                    usize::try_from(v).ok().filter(|&v| v <= seq).ok_or_else(|| {
-                        e(format!(
-                            "sequence_lens holds {v}, outside 0..={seq} (the scan axis' length)"
-                        ))
-                    })
+                    // onnxruntime refuses an empty sequence too; the spec is silent on it.
+                    usize::try_from(v)
+                        .ok()
+                        .filter(|&v| (1..=seq).contains(&v))
+                        .ok_or_else(|| {
+                            e(format!(
+                                "sequence_lens holds {v}, outside 1..={seq} (the scan axis' length)"
+                            ))
+                        })
                 })
                 .collect::<Result<_>>()?
         }
@@ -386,14 +397,10 @@ fn run_scan8(
         outs.push(stack(parts, 0).map_err(e)?);
     }
     for (j, per_batch) in scans.iter().enumerate() {
-        // A step's shape and type: from a batch entry that ran, else the body's declaration.
-        let step = per_batch
-            .iter()
-            .find_map(|p| p.first().cloned())
-            .unwrap_or_else(|| {
-                let t = empty_scan(&declared, n + j);
-                same_variant!(&t, a => a.index_axis(Axis(0), 0).to_owned())
-            });
+        // A step's shape and type (every entry ran at least one step).
+        let Some(step) = per_batch.iter().find_map(|p| p.first().cloned()) else {
+            return Err(e(format!("scan output {j} has no step")));
+        };
         let padded = (batch as u64)
             .saturating_mul(seq as u64)
             .saturating_mul(bytes_of(&step));
