@@ -244,9 +244,10 @@ fn a_huge_trip_count_is_refused_before_looping() {
     assert!(e.contains("iteration limit"), "{e}");
 }
 
-#[test]
-fn scan_computes_a_cumulative_sum_both_ways() {
-    let body = graph(
+/// Scan's body for a running sum: state s_in + element x, returned as the new state and as
+/// the step's scan output.
+fn running_sum_body() -> GraphProto {
+    graph(
         "body",
         vec![
             node("Add", &["s_in", "x"], &["s_out"], vec![]),
@@ -254,7 +255,12 @@ fn scan_computes_a_cumulative_sum_both_ways() {
         ],
         vec![vi("s_in", dt::FLOAT), vi("x", dt::FLOAT)],
         vec![vi("s_out", dt::FLOAT), vi("y", dt::FLOAT)],
-    );
+    )
+}
+
+#[test]
+fn scan_computes_a_cumulative_sum_both_ways() {
+    let body = running_sum_body();
     let model = |extra: Vec<AttributeProto>| {
         let mut attrs = vec![g_attr("body", body.clone()), i_attr("num_scan_inputs", 1)];
         attrs.extend(extra);
@@ -289,15 +295,7 @@ fn scan_computes_a_cumulative_sum_both_ways() {
 /// past it), `directions` for the inputs.
 #[test]
 fn scan_8_runs_each_batch_entry_for_its_own_length() {
-    let body = graph(
-        "body",
-        vec![
-            node("Add", &["s_in", "x"], &["s_out"], vec![]),
-            node("Identity", &["s_out"], &["y"], vec![]),
-        ],
-        vec![vi("s_in", dt::FLOAT), vi("x", dt::FLOAT)],
-        vec![vi("s_out", dt::FLOAT), vi("y", dt::FLOAT)],
-    );
+    let body = running_sum_body();
     let model = |extra: Vec<AttributeProto>| {
         let mut attrs = vec![g_attr("body", body.clone()), i_attr("num_scan_inputs", 1)];
         attrs.extend(extra);

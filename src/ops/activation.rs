@@ -248,8 +248,8 @@ impl Op for FloatFn {
 }
 
 /// `f` of every element of `a`, in `a`'s shape: over the contiguous data when `a` is in
-/// standard layout (a plain slice loop, which LLVM vectorizes; on x86-64 compiled for AVX-512
-/// or AVX2 where the CPU has them), else through ndarray.
+/// standard layout (a plain slice loop, which LLVM vectorizes, for the widest vectors the CPU
+/// has), else through ndarray.
 pub(super) fn map_elems<T: Copy, U>(a: &ArrayD<T>, f: impl Fn(T) -> U) -> ArrayD<U> {
     match a.as_slice() {
         Some(s) => {
@@ -268,68 +268,29 @@ pub(super) fn map_elems_in_place<T: Copy>(a: &mut ArrayD<T>, f: impl Fn(T) -> T)
     }
 }
 
-/// `f` of each element of `s`, in a new vector (see [`map_slice_in_place`] for the builds).
+/// `f` of each element of `s`, in a new vector, compiled for the widest vectors the CPU has
+/// (`simd`).
 fn map_slice<T: Copy, U, F: Fn(T) -> U>(s: &[T], f: &F) -> Vec<U> {
-    #[inline(always)]
-    fn body<T: Copy, U, F: Fn(T) -> U>(s: &[T], f: &F) -> Vec<U> {
-        let mut v = Vec::with_capacity(s.len());
-        for (d, &x) in v.spare_capacity_mut().iter_mut().zip(s) {
-            d.write(f(x));
-        }
-        // SAFETY: the loop wrote the first `s.len()` elements (the capacity is at least that).
-        unsafe { v.set_len(s.len()) };
-        v
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn wide<T: Copy, U, F: Fn(T) -> U>(s: &[T], f: &F) -> Vec<U> {
-            body(s, f)
-        }
-        #[target_feature(enable = "avx2")]
-        fn mid<T: Copy, U, F: Fn(T) -> U>(s: &[T], f: &F) -> Vec<U> {
-            body(s, f)
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F, checked just above.
-            return unsafe { wide(s, f) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
-            return unsafe { mid(s, f) };
-        }
-    }
-    body(s, f)
+    super::simd::widest(
+        #[inline(always)]
+        || {
+            let mut v = Vec::with_capacity(s.len());
+            for (d, &x) in v.spare_capacity_mut().iter_mut().zip(s) {
+                d.write(f(x));
+            }
+            // SAFETY: the loop wrote the first `s.len()` elements (the capacity is that).
+            unsafe { v.set_len(s.len()) };
+            v
+        },
+    )
 }
 
-/// `v = f(v)` over `s`, the loop compiled for AVX-512 or AVX2 where the CPU has them (on
-/// x86-64). The wrappers leave products and sums unfused (Rust never contracts them into FMAs
-/// by itself), so every build gives the plain loop's bits.
+/// `v = f(v)` over `s`, compiled for the widest vectors the CPU has (`simd`).
 fn map_slice_in_place<T: Copy, F: Fn(T) -> T>(s: &mut [T], f: &F) {
-    #[inline(always)]
-    fn body<T: Copy, F: Fn(T) -> T>(s: &mut [T], f: &F) {
-        s.iter_mut().for_each(|v| *v = f(*v));
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn wide<T: Copy, F: Fn(T) -> T>(s: &mut [T], f: &F) {
-            body(s, f)
-        }
-        #[target_feature(enable = "avx2")]
-        fn mid<T: Copy, F: Fn(T) -> T>(s: &mut [T], f: &F) {
-            body(s, f)
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F, checked just above.
-            return unsafe { wide(s, f) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
-            return unsafe { mid(s, f) };
-        }
-    }
-    body(s, f)
+    super::simd::widest(
+        #[inline(always)]
+        || s.iter_mut().for_each(|v| *v = f(*v)),
+    )
 }
 
 /// `$go` (a macro taking a closure) called with `act.eval`, the cheap arithmetic

@@ -547,29 +547,13 @@ impl ConvTranspose {
 }
 
 /// Rows (c, kz, ky, kx) by columns (oz, oy, ox) of one group's input channels `x`, for the
-/// output rows (oz, oy) numbered `rows`; on x86-64 compiled for AVX-512 or AVX2 where the CPU
-/// has them (the strided gathers of a stride-2 stem vectorize).
+/// output rows (oz, oy) numbered `rows`; compiled for the widest vectors the CPU has (the
+/// strided gathers of a stride-2 stem vectorize).
 fn im2col<T: Num>(x: &[T], cg: usize, a: &[Axis; 3], col: &mut [T], rows: Range<usize>) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn wide<T: Num>(x: &[T], cg: usize, a: &[Axis; 3], col: &mut [T], rows: Range<usize>) {
-            im2col_body(x, cg, a, col, rows)
-        }
-        #[target_feature(enable = "avx2")]
-        fn mid<T: Num>(x: &[T], cg: usize, a: &[Axis; 3], col: &mut [T], rows: Range<usize>) {
-            im2col_body(x, cg, a, col, rows)
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F, checked just above.
-            return unsafe { wide(x, cg, a, col, rows) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
-            return unsafe { mid(x, cg, a, col, rows) };
-        }
-    }
-    im2col_body(x, cg, a, col, rows)
+    super::simd::widest(
+        #[inline(always)]
+        || im2col_body(x, cg, a, col, rows),
+    )
 }
 
 #[inline(always)]

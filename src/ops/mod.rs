@@ -28,6 +28,7 @@ pub mod wgsl;
 mod broadcast;
 mod common;
 mod fastmath;
+mod simd;
 mod window;
 
 pub mod activation;

@@ -29,40 +29,17 @@ pub(super) fn group<T: Num>(
         return;
     };
     p.load(x);
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512F (checked just above), the feature `channels_avx512` is
-        // compiled for; the function itself is safe code.
-        unsafe { channels_avx512(p, w, y, b, [ksz, osz]) };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: the CPU has AVX (checked just above), the feature `channels_avx` is compiled
-        // for; the function itself is safe code.
-        unsafe { channels_avx(p, w, y, b, [ksz, osz]) };
-        return;
-    }
-    channels(p, w, y, b, [ksz, osz]);
+    super::super::simd::widest(
+        #[inline(always)]
+        || channels(p, w, y, b, [ksz, osz]),
+    );
 }
 
-/// The output channels from the loaded copy `p` (closures written here, in each function, so
-/// that they take its target features).
-macro_rules! channels {
-    ($p:ident, $w:ident, $y:ident, $b:ident, $ksz:ident, $osz:ident) => {
-        for (j, (wj, yj)) in $w
-            .chunks_exact($ksz)
-            .zip($y.chunks_exact_mut($osz))
-            .enumerate()
-        {
-            let bias = $b.and_then(|b| b.get(j)).copied().unwrap_or(T::ZERO);
-            $p.run(yj, bias, |t, acc, row| {
-                row.fold(acc, &wj[t..], |o, v, w| o.wadd(w.wmul(v)))
-            });
-        }
-    };
-}
-
+/// The output channels from the loaded copy `p`: per channel the padded copy's runs times its
+/// taps, from the bias. Inlined into the caller's vector build (`simd`), with its closures
+/// (marked so: a closure left out of line would keep the baseline features); no FMA, so every
+/// build sums and rounds as the portable one does (tested).
+#[inline(always)]
 fn channels<T: Num>(
     p: &mut Padded<T>,
     w: &[T],
@@ -70,34 +47,22 @@ fn channels<T: Num>(
     b: Option<&[T]>,
     [ksz, osz]: [usize; 2],
 ) {
-    channels!(p, w, y, b, ksz, osz);
-}
-
-/// `channels` compiled for AVX's 256-bit vectors (no FMA: products and sums round as in the
-/// plain build, so both give the same bits).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-unsafe fn channels_avx<T: Num>(
-    p: &mut Padded<T>,
-    w: &[T],
-    y: &mut [T],
-    b: Option<&[T]>,
-    [ksz, osz]: [usize; 2],
-) {
-    channels!(p, w, y, b, ksz, osz);
-}
-
-/// `channels` compiled for AVX-512's 512-bit vectors (no FMA either).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn channels_avx512<T: Num>(
-    p: &mut Padded<T>,
-    w: &[T],
-    y: &mut [T],
-    b: Option<&[T]>,
-    [ksz, osz]: [usize; 2],
-) {
-    channels!(p, w, y, b, ksz, osz);
+    for (j, (wj, yj)) in w.chunks_exact(ksz).zip(y.chunks_exact_mut(osz)).enumerate() {
+        let bias = b.and_then(|b| b.get(j)).copied().unwrap_or(T::ZERO);
+        p.run(
+            yj,
+            bias,
+            #[inline(always)]
+            |t, acc, row| {
+                row.fold(
+                    acc,
+                    &wj[t..],
+                    #[inline(always)]
+                    |o, v, w| o.wadd(w.wmul(v)),
+                )
+            },
+        );
+    }
 }
 
 #[cfg(test)]

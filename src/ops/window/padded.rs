@@ -69,29 +69,13 @@ impl<T: Copy> Padded<T> {
     }
 
     /// Copies plane `x` (z, y, x row-major) into the padded positions; the padding keeps the
-    /// filler (every plane writes the same positions). On x86-64 compiled for AVX-512 or AVX2
-    /// where the CPU has them (a stride-2 row's split into phases vectorizes).
+    /// filler (every plane writes the same positions). Compiled for the widest vectors the CPU
+    /// has (a stride-2 row's split into phases vectorizes).
     pub fn load(&mut self, x: &[T]) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx512f")]
-            fn wide<T: Copy>(p: &mut Padded<T>, x: &[T]) {
-                p.load_body(x)
-            }
-            #[target_feature(enable = "avx2")]
-            fn mid<T: Copy>(p: &mut Padded<T>, x: &[T]) {
-                p.load_body(x)
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has AVX-512F, checked just above.
-                return unsafe { wide(self, x) };
-            }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU has AVX2, checked just above.
-                return unsafe { mid(self, x) };
-            }
-        }
-        self.load_body(x)
+        super::super::simd::widest(
+            #[inline(always)]
+            || self.load_body(x),
+        )
     }
 
     #[inline(always)]

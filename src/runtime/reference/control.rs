@@ -185,6 +185,29 @@ fn bodies_model<'b>(bodies: &'b [(String, Model)], name: &str) -> Option<&'b Mod
     bodies.iter().find(|(n, _)| n == name).map(|(_, m)| m)
 }
 
+/// Scan's inputs from `skip` on (Scan 8 skips sequence_lens), every one required, and how many
+/// of them are states (those before the `m` scan inputs).
+fn states_and_scans<'t>(
+    args: &[Option<&'t Tensor>],
+    skip: usize,
+    m: usize,
+) -> Result<(Vec<&'t Tensor>, usize)> {
+    let e = |m: String| Error::Other(m);
+    let all: Vec<&Tensor> = args
+        .iter()
+        .enumerate()
+        .skip(skip)
+        .map(|(i, a)| a.ok_or_else(|| e(format!("input {i} is missing"))))
+        .collect::<Result<_>>()?;
+    let n = all.len().checked_sub(m).ok_or_else(|| {
+        e(format!(
+            "{} state and scan inputs, fewer than num_scan_inputs {m}",
+            all.len()
+        ))
+    })?;
+    Ok((all, n))
+}
+
 fn run_scan(
     op: &Scan,
     ex: &Executor,
@@ -194,17 +217,7 @@ fn run_scan(
 ) -> Result<Vec<Tensor>> {
     let e = |m: String| Error::Other(m);
     let m = op.num_scan_inputs;
-    let all: Vec<&Tensor> = args
-        .iter()
-        .enumerate()
-        .map(|(i, a)| a.ok_or_else(|| e(format!("input {i} is missing"))))
-        .collect::<Result<_>>()?;
-    let n = all.len().checked_sub(m).ok_or_else(|| {
-        e(format!(
-            "{} inputs, fewer than num_scan_inputs {m}",
-            all.len()
-        ))
-    })?;
+    let (all, n) = states_and_scans(args, 0, m)?;
     let mut states: Vec<Tensor> = all[..n].iter().map(|t| (*t).clone()).collect();
     let mut axes = Vec::with_capacity(m);
     let mut len: Option<usize> = None;
@@ -288,19 +301,7 @@ fn run_scan8(
     bytes_cap: u64,
 ) -> Result<Vec<Tensor>> {
     let e = |m: String| Error::Other(m);
-    let m = op.num_scan_inputs;
-    let all: Vec<&Tensor> = args
-        .iter()
-        .enumerate()
-        .skip(1)
-        .map(|(i, a)| a.ok_or_else(|| e(format!("input {i} is missing"))))
-        .collect::<Result<_>>()?;
-    let n = all.len().checked_sub(m).ok_or_else(|| {
-        e(format!(
-            "{} inputs after sequence_lens, fewer than num_scan_inputs {m}",
-            all.len()
-        ))
-    })?;
+    let (all, n) = states_and_scans(args, 1, op.num_scan_inputs)?;
     let batch = all
         .first()
         .and_then(|t| t.shape().first().copied())
