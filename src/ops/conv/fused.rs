@@ -59,7 +59,7 @@ impl ConvAct {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn eval<T: Fp>(self, x: T) -> T {
         match self {
             ConvAct::Identity => x,
