@@ -9,6 +9,7 @@ pub mod fuse_add_eyelike;
 pub mod fuse_attention;
 pub mod fuse_bias_gelu;
 pub mod fuse_conv_activation;
+pub mod fuse_conv_batchnorm;
 pub mod fuse_elementwise;
 pub mod fuse_embed_layer_norm;
 pub mod fuse_fast_gelu;
@@ -53,6 +54,7 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &fuse_bias_gelu::FuseBiasGelu,
     &fuse_fast_gelu::FuseFastGelu,
     &fuse_attention::FuseAttention,
+    &fuse_conv_batchnorm::FuseConvBatchNorm,
     &fuse_gemm_activation::FuseGemmActivation,
     &fuse_conv_activation::FuseConvActivation,
     &fuse_elementwise::FuseElementwise,
