@@ -56,6 +56,13 @@ impl Conv {
         Ok(Box::new(Conv::read(a)?))
     }
 
+    /// The explicit `pads` ([begin..., end...]) for `n` spatial axes, zeros when absent; None
+    /// when `auto_pad` computes them instead.
+    pub fn explicit_pads(&self, n: usize) -> Option<Vec<i64>> {
+        (self.window.auto_pad == AutoPad::NotSet)
+            .then(|| self.window.pads.clone().unwrap_or_else(|| vec![0; 2 * n]))
+    }
+
     /// Conv's attributes (also ConvInteger's, QLinearConv's and FusedConv's).
     pub(super) fn read(a: &Attrs) -> R<Conv> {
         Ok(Conv {

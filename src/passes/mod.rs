@@ -16,6 +16,7 @@ pub mod fuse_fast_gelu;
 pub mod fuse_gelu;
 pub mod fuse_gemm_activation;
 pub mod fuse_layer_norm;
+pub mod fuse_pad_conv;
 pub mod fuse_skip_layer_norm;
 pub mod gemm_to_matmul;
 pub mod identity;
@@ -54,6 +55,7 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &fuse_bias_gelu::FuseBiasGelu,
     &fuse_fast_gelu::FuseFastGelu,
     &fuse_attention::FuseAttention,
+    &fuse_pad_conv::FusePadConv,
     &fuse_conv_batchnorm::FuseConvBatchNorm,
     &fuse_gemm_activation::FuseGemmActivation,
     &fuse_conv_activation::FuseConvActivation,
