@@ -272,7 +272,7 @@ pub(super) fn map_elems_in_place<T: Copy>(a: &mut ArrayD<T>, f: impl Fn(T) -> T)
 /// (`simd`).
 fn map_slice<T: Copy, U, F: Fn(T) -> U>(s: &[T], f: &F) -> Vec<U> {
     super::simd::widest(
-        #[inline(always)]
+        #[cfg_attr(target_arch = "x86_64", inline(always))]
         || {
             let mut v = Vec::with_capacity(s.len());
             for (d, &x) in v.spare_capacity_mut().iter_mut().zip(s) {
@@ -288,7 +288,7 @@ fn map_slice<T: Copy, U, F: Fn(T) -> U>(s: &[T], f: &F) -> Vec<U> {
 /// `v = f(v)` over `s`, compiled for the widest vectors the CPU has (`simd`).
 fn map_slice_in_place<T: Copy, F: Fn(T) -> T>(s: &mut [T], f: &F) {
     super::simd::widest(
-        #[inline(always)]
+        #[cfg_attr(target_arch = "x86_64", inline(always))]
         || s.iter_mut().for_each(|v| *v = f(*v)),
     )
 }

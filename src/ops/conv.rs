@@ -558,7 +558,7 @@ impl ConvTranspose {
 /// strided gathers of a stride-2 stem vectorize).
 fn im2col<T: Num>(x: &[T], cg: usize, a: &[Axis; 3], col: &mut [T], rows: Range<usize>) {
     super::simd::widest(
-        #[inline(always)]
+        #[cfg_attr(target_arch = "x86_64", inline(always))]
         || im2col_body(x, cg, a, col, rows),
     )
 }

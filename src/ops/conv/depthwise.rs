@@ -30,7 +30,7 @@ pub(super) fn group<T: Num>(
     };
     p.load(x);
     super::super::simd::widest(
-        #[inline(always)]
+        #[cfg_attr(target_arch = "x86_64", inline(always))]
         || channels(p, w, y, b, [ksz, osz]),
     );
 }
@@ -39,7 +39,7 @@ pub(super) fn group<T: Num>(
 /// taps, from the bias. Inlined into the caller's vector build (`simd`), with its closures
 /// (marked so: a closure left out of line would keep the baseline features); no FMA, so every
 /// build sums and rounds as the portable one does (tested).
-#[inline(always)]
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn channels<T: Num>(
     p: &mut Padded<T>,
     w: &[T],
@@ -52,12 +52,12 @@ fn channels<T: Num>(
         p.run(
             yj,
             bias,
-            #[inline(always)]
+            #[cfg_attr(target_arch = "x86_64", inline(always))]
             |t, acc, row| {
                 row.fold(
                     acc,
                     &wj[t..],
-                    #[inline(always)]
+                    #[cfg_attr(target_arch = "x86_64", inline(always))]
                     |o, v, w| o.wadd(w.wmul(v)),
                 )
             },

@@ -59,7 +59,7 @@ impl ConvAct {
         })
     }
 
-    #[inline(always)]
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn eval<T: Fp>(self, x: T) -> T {
         match self {
             ConvAct::Identity => x,

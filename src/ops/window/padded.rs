@@ -73,7 +73,7 @@ impl<T: Copy> Padded<T> {
     /// has (a stride-2 row's split into phases vectorizes).
     pub fn load(&mut self, x: &[T]) {
         super::super::simd::widest(
-            #[inline(always)]
+            #[cfg_attr(target_arch = "x86_64", inline(always))]
             || self.load_body(x),
         )
     }
