@@ -211,3 +211,24 @@ fn clip_with_a_computed_bound_does_not_fuse() {
     b.output(y, "y");
     assert_rejected(&b.build(), "Clip's bound 'hi' is not a constant");
 }
+
+#[test]
+fn conv_output_added_to_itself_does_not_fuse() {
+    let mut b = GraphBuilder::new("conv_twice", 17);
+    let x = b.input(
+        "x",
+        DType::F32,
+        vec![Dim::Known(1), Dim::Known(3), Dim::Known(4), Dim::Known(4)],
+    );
+    let w = b.initializer("w", &seeded_f32(&[2, 3, 1, 1], 3));
+    let t = b.op("Conv", &[x, w], vec![]);
+    let s = b.op("Add", &[t, t], vec![]);
+    let y = b.op("Relu", &[s], vec![]);
+    b.output(y, "y");
+    let m = b.build();
+    let (opt, _) = fuse(&m, RULES);
+    // Z would be the very output the fusion removes (and the Conv output is read twice).
+    assert_eq!(ops(&opt), ops(&m));
+    let p = parity(&m, &opt, &[]);
+    assert!(p.max_abs_diff == 0.0);
+}

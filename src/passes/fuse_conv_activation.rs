@@ -123,6 +123,9 @@ fn residual(
     })?;
     let t = conv.output(0)?;
     Some((|| {
+        if z == t {
+            return Err("the residual Add adds the Conv output to itself".into());
+        }
         sole_consumer(g, t).map_err(|why| format!("Conv output {why}"))?;
         require_f32(g, t)?;
         let (ts, zs) = (&g.value(t).ty.shape, &g.value(z).ty.shape);
