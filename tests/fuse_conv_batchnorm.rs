@@ -99,16 +99,7 @@ fn batchnorm_folds_into_the_conv_with_parity() {
 
 #[test]
 fn what_must_not_fold() {
-    let reject = |v, needle: &str| {
-        let m = model(v);
-        let (opt, trace) = fuse(&m, RULES);
-        assert_eq!(ops(&opt), ops(&m), "nothing folded");
-        let reasons: Vec<&str> = trace.rejected.iter().map(|r| r.reason.as_str()).collect();
-        assert!(
-            reasons.iter().any(|r| r.contains(needle)),
-            "'{needle}' not in {reasons:?}"
-        );
-    };
+    let reject = |v, needle: &str| common::assert_rejected(&model(v), RULES, needle);
     // Training mode normalizes by the batch's own statistics: the constants are not the math.
     reject(Variant::Training, "training mode");
     // A W that is a graph input can be fed anything at run time.

@@ -41,13 +41,7 @@ fn model(act: &str, dtype: DType, with_c: bool, extra_reader: bool, gemm_output:
 }
 
 fn assert_rejected(m: &Model, needle: &str) {
-    let (opt, trace) = fuse(m, RULES);
-    assert_eq!(ops(&opt), ops(m), "nothing fused");
-    let reasons: Vec<&str> = trace.rejected.iter().map(|r| r.reason.as_str()).collect();
-    assert!(
-        reasons.iter().any(|r| r.contains(needle)),
-        "no rejection mentions '{needle}': {reasons:?}"
-    );
+    common::assert_rejected(m, RULES, needle)
 }
 
 #[test]

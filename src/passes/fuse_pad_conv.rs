@@ -35,11 +35,7 @@ impl Rule for FusePadConv {
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
-        match fold(model, id) {
-            Ok(Some(p)) => Proposal::Rewrite(p),
-            Ok(None) => Proposal::NoMatch,
-            Err(why) => Proposal::Reject(why),
-        }
+        fold(model, id).into()
     }
 }
 

@@ -164,6 +164,18 @@ pub enum Proposal {
     Rewrite(Patch),
 }
 
+/// A rule's finding written as a `Result`: `Ok(None)` no candidate, `Err(why)` a rejected
+/// one, `Ok(Some(patch))` a rewrite (so a rule's matcher can use `?` on its guards).
+impl From<Result<Option<Patch>, String>> for Proposal {
+    fn from(r: Result<Option<Patch>, String>) -> Proposal {
+        match r {
+            Ok(Some(p)) => Proposal::Rewrite(p),
+            Ok(None) => Proposal::NoMatch,
+            Err(why) => Proposal::Reject(why),
+        }
+    }
+}
+
 /// What a rule does to a model, which decides where it runs and how its rewrites are reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]

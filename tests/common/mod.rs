@@ -124,6 +124,19 @@ pub fn fuse(m: &Model, rules: &[&str]) -> (Model, Trace) {
     (opt, trace)
 }
 
+/// Runs `rules` on `m` and asserts that nothing changed and that some rejection reason
+/// contains `needle`.
+#[allow(dead_code)]
+pub fn assert_rejected(m: &Model, rules: &[&str], needle: &str) {
+    let (opt, trace) = fuse(m, rules);
+    assert_eq!(ops(&opt), ops(m), "nothing fused");
+    let reasons: Vec<&str> = trace.rejected.iter().map(|r| r.reason.as_str()).collect();
+    assert!(
+        reasons.iter().any(|r| r.contains(needle)),
+        "no rejection mentions '{needle}': {reasons:?}"
+    );
+}
+
 /// (op, count) pairs sorted, as `ops` returns them.
 pub fn counts(pairs: &[(&str, usize)]) -> Vec<(String, usize)> {
     let mut v: Vec<(String, usize)> = pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect();
