@@ -115,6 +115,24 @@ pub fn int_list(op: &str, what: &str, t: &Tensor) -> Result<Vec<i64>, String> {
         .ok_or_else(|| format!("{op}: '{what}' must be int64, got {}", t.dtype()))
 }
 
+/// `Σ v` in 8 interleaved accumulators, then the tail: the loop vectorizes, and the order
+/// differs from a left-to-right sum by rounding only (Softmax's sum, GlobalAveragePool's mean).
+pub(super) fn lane_sum<T: Num>(v: &[T]) -> T {
+    const L: usize = 8;
+    let mut sums = [T::ZERO; L];
+    let mut chunks = v.chunks_exact(L);
+    for c in &mut chunks {
+        for (s, &x) in sums.iter_mut().zip(c) {
+            *s = s.wadd(x);
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .chain(&sums)
+        .fold(T::ZERO, |s, &x| s.wadd(x))
+}
+
 /// Arithmetic the generic kernels need. Integer operations wrap (two's complement), as the ONNX
 /// spec leaves overflow undefined and a kernel must never panic on data.
 pub trait Num:

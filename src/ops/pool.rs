@@ -20,7 +20,7 @@
 
 use ndarray::{ArrayD, IxDyn};
 
-use super::common::{check_out, input, unsupported_type};
+use super::common::{check_out, input, lane_sum, unsupported_type};
 use super::window::{data, same, spatial, tap_major, to3, Axis, Elem, Padded, Window};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
@@ -519,22 +519,9 @@ fn max_of<T: Elem>(v: &[T]) -> T {
     it.fold(first, |m, x| if x > m { x } else { m })
 }
 
-/// The mean of `v`, summed in 16 interleaved accumulators (so the loop vectorizes; the order
-/// differs from a left-to-right sum by rounding only) and then the tail.
+/// The mean of `v`, summed in lanes (`common::lane_sum`).
 fn mean_of<T: Elem>(v: &[T]) -> T {
-    let mut acc = [T::ZERO; 16];
-    let mut chunks = v.chunks_exact(16);
-    for ch in &mut chunks {
-        for (a, &x) in acc.iter_mut().zip(ch) {
-            *a = a.wadd(x);
-        }
-    }
-    let s = chunks
-        .remainder()
-        .iter()
-        .chain(&acc)
-        .fold(T::ZERO, |s, &x| s.wadd(x));
-    s.div_count(v.len()).unwrap_or(T::ZERO)
+    lane_sum(v).div_count(v.len()).unwrap_or(T::ZERO)
 }
 
 pub fn global_max_pool(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {

@@ -388,18 +388,7 @@ pub(super) fn softmax_row<T: Float>(row: &mut [T]) {
             d.fast_exp()
         };
     }
-    let mut sums = [T::ZERO; L];
-    let mut chunks = row.chunks_exact(L);
-    for c in &mut chunks {
-        for (s, &v) in sums.iter_mut().zip(c) {
-            *s = s.wadd(v);
-        }
-    }
-    let sum = chunks
-        .remainder()
-        .iter()
-        .chain(&sums)
-        .fold(T::ZERO, |s, &v| s.wadd(v));
+    let sum = super::common::lane_sum(row);
     for v in row.iter_mut() {
         *v = v.wdiv(sum);
     }
