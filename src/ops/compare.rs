@@ -69,100 +69,86 @@ impl Op for Where {
     }
 }
 
-/// A comparison of two values of one type. Float comparisons follow IEEE 754: any comparison with
-/// NaN is false (so Equal(NaN, NaN) is false).
-trait CmpOp {
-    const NAME: &'static str;
-    /// Equal accepts bool inputs; the ordering comparisons do not.
-    const BOOL_INPUTS: bool = false;
-    fn apply<T: PartialOrd>(a: T, b: T) -> bool;
+/// A comparison of two values of one type, as the set of orderings it holds for (bits `LT`,
+/// `EQ`, `GT`). Float comparisons follow IEEE 754: NaN is unordered with everything, so every
+/// comparison with NaN is false (Equal(NaN, NaN) too). One runtime value rather than a type per
+/// op: the five ops share one loop per element type.
+#[derive(Clone, Copy)]
+struct Cmp {
+    name: &'static str,
+    holds: u8,
+    /// Equal accepts bool and string inputs; the ordering comparisons do not.
+    equality: bool,
 }
 
-struct EqualOp;
-impl CmpOp for EqualOp {
-    const NAME: &'static str = "Equal";
-    const BOOL_INPUTS: bool = true;
+const LT: u8 = 1;
+const EQ: u8 = 2;
+const GT: u8 = 4;
+
+impl Cmp {
     #[inline(always)]
-    fn apply<T: PartialOrd>(a: T, b: T) -> bool {
-        a == b
+    fn apply<T: PartialOrd>(self, a: T, b: T) -> bool {
+        let bit = match a.partial_cmp(&b) {
+            Some(std::cmp::Ordering::Less) => LT,
+            Some(std::cmp::Ordering::Equal) => EQ,
+            Some(std::cmp::Ordering::Greater) => GT,
+            None => 0,
+        };
+        self.holds & bit != 0
     }
 }
 
-struct LessOp;
-impl CmpOp for LessOp {
-    const NAME: &'static str = "Less";
-    #[inline(always)]
-    fn apply<T: PartialOrd>(a: T, b: T) -> bool {
-        a < b
-    }
-}
-
-struct LessOrEqualOp;
-impl CmpOp for LessOrEqualOp {
-    const NAME: &'static str = "LessOrEqual";
-    #[inline(always)]
-    fn apply<T: PartialOrd>(a: T, b: T) -> bool {
-        a <= b
-    }
-}
-
-struct GreaterOp;
-impl CmpOp for GreaterOp {
-    const NAME: &'static str = "Greater";
-    #[inline(always)]
-    fn apply<T: PartialOrd>(a: T, b: T) -> bool {
-        a > b
-    }
-}
-
-struct GreaterOrEqualOp;
-impl CmpOp for GreaterOrEqualOp {
-    const NAME: &'static str = "GreaterOrEqual";
-    #[inline(always)]
-    fn apply<T: PartialOrd>(a: T, b: T) -> bool {
-        a >= b
-    }
-}
-
-fn compare<O: CmpOp>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    let a = input(O::NAME, inputs, 0)?;
-    let b = input(O::NAME, inputs, 1)?;
+fn compare(ctx: &KernelCtx, inputs: &[Option<&Tensor>], op: Cmp) -> KernelResult {
+    let name = op.name;
+    let a = input(name, inputs, 0)?;
+    let b = input(name, inputs, 1)?;
     let out: ArrayD<bool> = match (a, b) {
-        (Tensor::F32(a), Tensor::F32(b)) => binary_map(ctx, O::NAME, a, b, O::apply::<f32>)?,
-        (Tensor::F64(a), Tensor::F64(b)) => binary_map(ctx, O::NAME, a, b, O::apply::<f64>)?,
-        (Tensor::I32(a), Tensor::I32(b)) => binary_map(ctx, O::NAME, a, b, O::apply::<i32>)?,
-        (Tensor::I64(a), Tensor::I64(b)) => binary_map(ctx, O::NAME, a, b, O::apply::<i64>)?,
-        (Tensor::Bool(a), Tensor::Bool(b)) if O::BOOL_INPUTS => {
-            binary_map(ctx, O::NAME, a, b, O::apply::<bool>)?
+        (Tensor::F32(a), Tensor::F32(b)) => binary_map(ctx, name, a, b, |x, y| op.apply(x, y))?,
+        (Tensor::F64(a), Tensor::F64(b)) => binary_map(ctx, name, a, b, |x, y| op.apply(x, y))?,
+        (Tensor::I32(a), Tensor::I32(b)) => binary_map(ctx, name, a, b, |x, y| op.apply(x, y))?,
+        (Tensor::I64(a), Tensor::I64(b)) => binary_map(ctx, name, a, b, |x, y| op.apply(x, y))?,
+        (Tensor::Bool(a), Tensor::Bool(b)) if op.equality => {
+            binary_map(ctx, name, a, b, |x, y| x == y)?
         }
         // Strings: Equal only (from 19), byte-wise.
-        (Tensor::Str(a), Tensor::Str(b)) if O::BOOL_INPUTS => {
-            zip2(ctx, O::NAME, a, b, 8, |x, y| x == y)?
-        }
-        (a, b) if a.dtype() == b.dtype() => return Err(unsupported_type(O::NAME, a.dtype())),
-        (a, b) => return Err(type_mismatch(O::NAME, a.dtype(), b.dtype())),
+        (Tensor::Str(a), Tensor::Str(b)) if op.equality => zip2(ctx, name, a, b, 8, |x, y| x == y)?,
+        (a, b) if a.dtype() == b.dtype() => return Err(unsupported_type(name, a.dtype())),
+        (a, b) => return Err(type_mismatch(name, a.dtype(), b.dtype())),
     };
     Ok(vec![Tensor::Bool(out)])
 }
 
+const fn order(name: &'static str, holds: u8) -> Cmp {
+    Cmp {
+        name,
+        holds,
+        equality: false,
+    }
+}
+
 pub fn equal(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    compare::<EqualOp>(ctx, inputs)
+    let op = Cmp {
+        name: "Equal",
+        holds: EQ,
+        equality: true,
+    };
+    compare(ctx, inputs, op)
 }
 
 pub fn less(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    compare::<LessOp>(ctx, inputs)
+    compare(ctx, inputs, order("Less", LT))
 }
 
 pub fn less_or_equal(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    compare::<LessOrEqualOp>(ctx, inputs)
+    compare(ctx, inputs, order("LessOrEqual", LT | EQ))
 }
 
 pub fn greater(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    compare::<GreaterOp>(ctx, inputs)
+    compare(ctx, inputs, order("Greater", GT))
 }
 
 pub fn greater_or_equal(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    compare::<GreaterOrEqualOp>(ctx, inputs)
+    compare(ctx, inputs, order("GreaterOrEqual", GT | EQ))
 }
 
 /// A binary logical op: both inputs bool (the spec's `T` is tensor(bool) only).

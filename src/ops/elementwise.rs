@@ -28,7 +28,7 @@ use super::lowering::{NodeCtx, Ty};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::expr::{BinaryOp, UnaryOp};
 use crate::ir::TensorType;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 /// The float32 function of each unary op: the one-op kernels below and FusedElementwise
 /// (fused_elementwise.rs) both compute through it, so a fused chain equals the chained kernels
@@ -371,62 +371,52 @@ pub fn pow(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             ));
         }
     }
+    // The exponent in one of two types (i64 for an integer exponent of an integer base, f64
+    // otherwise), so that each base type has at most two loops, not one per exponent type;
+    // f32 ** f32 keeps its own.
+    let unsupported = || {
+        format!(
+            "{OP}: unsupported base/exponent types {} and {}",
+            x.dtype(),
+            y.dtype()
+        )
+    };
+    let int_exp = matches!(y, Tensor::I32(_) | Tensor::I64(_));
+    let exp_as = |to: DType| match y {
+        Tensor::I32(_) | Tensor::I64(_) | Tensor::F32(_) | Tensor::F64(_) => {
+            y.cast(to).ok_or_else(unsupported)
+        }
+        _ => Err(unsupported()),
+    };
     let out = match (x, y) {
         (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(binary_map(ctx, OP, a, b, |p, q| {
             binary_f32(BinaryOp::Pow, p, q)
         })?),
-        (Tensor::F32(a), Tensor::F64(b)) => Tensor::F32(binary_map(ctx, OP, a, b, |p, q: f64| {
-            (p as f64).powf(q) as f32
-        })?),
-        (Tensor::F32(a), Tensor::I32(b)) => {
-            Tensor::F32(binary_map(ctx, OP, a, b, |p: f32, q| p.powf(q as f32))?)
-        }
-        (Tensor::F32(a), Tensor::I64(b)) => {
-            Tensor::F32(binary_map(ctx, OP, a, b, |p: f32, q| p.powf(q as f32))?)
-        }
-        (Tensor::F64(a), Tensor::F32(b)) => {
-            Tensor::F64(binary_map(ctx, OP, a, b, |p: f64, q| p.powf(q as f64))?)
-        }
-        (Tensor::F64(a), Tensor::F64(b)) => {
-            Tensor::F64(binary_map(ctx, OP, a, b, |p: f64, q| p.powf(q))?)
-        }
-        (Tensor::F64(a), Tensor::I32(b)) => {
-            Tensor::F64(binary_map(ctx, OP, a, b, |p: f64, q| p.powf(q as f64))?)
-        }
-        (Tensor::F64(a), Tensor::I64(b)) => {
-            Tensor::F64(binary_map(ctx, OP, a, b, |p: f64, q| p.powf(q as f64))?)
-        }
-        (Tensor::I32(a), Tensor::I32(b)) => {
-            Tensor::I32(binary_map(ctx, OP, a, b, |p: i32, q| ipow(p, q as i64))?)
-        }
-        (Tensor::I32(a), Tensor::I64(b)) => {
-            Tensor::I32(binary_map(ctx, OP, a, b, |p: i32, q| ipow(p, q))?)
-        }
-        (Tensor::I64(a), Tensor::I32(b)) => {
-            Tensor::I64(binary_map(ctx, OP, a, b, |p: i64, q| ipow(p, q as i64))?)
-        }
-        (Tensor::I64(a), Tensor::I64(b)) => {
-            Tensor::I64(binary_map(ctx, OP, a, b, |p: i64, q| ipow(p, q))?)
-        }
-        (Tensor::I32(a), Tensor::F32(b)) => Tensor::I32(binary_map(ctx, OP, a, b, |p, q: f32| {
-            (p as f64).powf(q as f64) as i32
-        })?),
-        (Tensor::I32(a), Tensor::F64(b)) => Tensor::I32(binary_map(ctx, OP, a, b, |p, q: f64| {
-            (p as f64).powf(q) as i32
-        })?),
-        (Tensor::I64(a), Tensor::F32(b)) => Tensor::I64(binary_map(ctx, OP, a, b, |p, q: f32| {
-            (p as f64).powf(q as f64) as i64
-        })?),
-        (Tensor::I64(a), Tensor::F64(b)) => Tensor::I64(binary_map(ctx, OP, a, b, |p, q: f64| {
-            (p as f64).powf(q) as i64
-        })?),
-        (x, y) => {
-            return Err(format!(
-                "{OP}: unsupported base/exponent types {} and {}",
-                x.dtype(),
-                y.dtype()
-            ))
-        }
+        (Tensor::F32(a), _) => match exp_as(DType::F64)? {
+            Tensor::F64(e) => Tensor::F32(binary_map(ctx, OP, a, &e, |p, q: f64| {
+                (p as f64).powf(q) as f32
+            })?),
+            _ => return Err(unsupported()),
+        },
+        (Tensor::F64(a), _) => match exp_as(DType::F64)? {
+            Tensor::F64(e) => Tensor::F64(binary_map(ctx, OP, a, &e, |p: f64, q| p.powf(q))?),
+            _ => return Err(unsupported()),
+        },
+        (Tensor::I32(a), _) => match exp_as(if int_exp { DType::I64 } else { DType::F64 })? {
+            Tensor::I64(e) => Tensor::I32(binary_map(ctx, OP, a, &e, |p: i32, q| ipow(p, q))?),
+            Tensor::F64(e) => Tensor::I32(binary_map(ctx, OP, a, &e, |p, q: f64| {
+                (p as f64).powf(q) as i32
+            })?),
+            _ => return Err(unsupported()),
+        },
+        (Tensor::I64(a), _) => match exp_as(if int_exp { DType::I64 } else { DType::F64 })? {
+            Tensor::I64(e) => Tensor::I64(binary_map(ctx, OP, a, &e, |p: i64, q| ipow(p, q))?),
+            Tensor::F64(e) => Tensor::I64(binary_map(ctx, OP, a, &e, |p, q: f64| {
+                (p as f64).powf(q) as i64
+            })?),
+            _ => return Err(unsupported()),
+        },
+        _ => return Err(unsupported()),
     };
     Ok(vec![out])
 }
