@@ -9,7 +9,7 @@ use crate::limits::Limits;
 use crate::passes::{rules, Engine, Rule, ALL_RULES, BACKEND_LOWERING_RULES};
 use crate::report::{self, OptimizeReport};
 use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
-use crate::runtime::parity::{compare, DEFAULT_TOLERANCE};
+use crate::runtime::parity::compare;
 use crate::runtime::reference::Executor;
 use crate::{Error, Result};
 
@@ -63,7 +63,9 @@ pub struct OptimizeOptions {
     pub rules: Vec<String>,
     /// Compare outputs of original vs optimized (needs every op on the reference backend).
     pub parity: bool,
-    pub tolerance: f64,
+    /// Largest max-abs-diff accepted per output; `None`: by the output's element type
+    /// (`parity::default_tolerance`: 1e-4, float16/bfloat16 2e-2).
+    pub tolerance: Option<f64>,
     /// Sizes of symbolic input dims for the parity inputs. Never changes the saved model.
     pub dims: HashMap<String, usize>,
     /// Parity inputs given by name (the CLI's `--input NAME=FILE.npy`): a model whose control
@@ -82,7 +84,7 @@ impl Default for OptimizeOptions {
         OptimizeOptions {
             rules: Vec::new(),
             parity: true,
-            tolerance: DEFAULT_TOLERANCE,
+            tolerance: None,
             dims: HashMap::new(),
             inputs: HashMap::new(),
             fix_dims: HashMap::new(),
@@ -114,10 +116,9 @@ pub fn optimize_with(
     opts: &OptimizeOptions,
     clock: &dyn Fn() -> f64,
 ) -> Result<(Model, OptimizeReport)> {
-    if opts.tolerance.is_nan() || opts.tolerance < 0.0 {
+    if let Some(t) = opts.tolerance.filter(|t| t.is_nan() || *t < 0.0) {
         return Err(Error::Other(format!(
-            "tolerance must be a non-negative number, got {}",
-            opts.tolerance
+            "tolerance must be a non-negative number, got {t}"
         )));
     }
     let mut dims = opts.dims.clone();

@@ -84,7 +84,7 @@ fn parity_can_be_skipped_and_tolerance_must_be_sane() {
     let (_, rep) = optimize(&relu_model(), &opts, &|| 0.0).unwrap();
     assert!(rep.parity.is_none());
     let bad = OptimizeOptions {
-        tolerance: -1.0,
+        tolerance: Some(-1.0),
         ..Default::default()
     };
     let err = optimize(&relu_model(), &bad, &|| 0.0)

@@ -38,6 +38,46 @@ fn i64_tensor(shape: &[usize], v: Vec<i64>) -> Tensor {
 
 /// Runs `m` on both backends with `inputs` and asserts every output within `tol`, relative for
 /// large values (|gpu - reference| <= tol · (1 + |reference|)); returns the dispatch count.
+/// The RMS norms (what `rms_norm` and `skip_layer_norm` make of Llama's norms): one dispatch each,
+/// inv_std_var, SkipSimplified's zero mean and the residual sum out.
+fn rms_norms_are_one_dispatch_each(gpu: &Gpu) {
+    let mut b = GraphBuilder::new("g", 17);
+    b.import("com.microsoft", 1);
+    let x = f32_in(&mut b, "x", &[2, 5, 96]);
+    let skip = f32_in(&mut b, "skip", &[2, 5, 96]);
+    let gamma = b.initializer("gamma", &seeded_f32(&[96], 21));
+    let bias = b.initializer("bias", &seeded_f32(&[96], 22));
+    let plain = b.node(
+        "",
+        "SimplifiedLayerNormalization",
+        &[Some(x), Some(gamma)],
+        2,
+        vec![attr::float("epsilon", 1e-6)],
+    );
+    b.output(plain[0], "y");
+    b.output(plain[1], "inv_std_var");
+    let outs = b.node(
+        "com.microsoft",
+        "SkipSimplifiedLayerNormalization",
+        &[Some(x), Some(skip), Some(gamma), Some(bias)],
+        4,
+        vec![attr::float("epsilon", 1e-6)],
+    );
+    b.output(outs[0], "skip_y");
+    b.output(outs[1], "mean");
+    b.output(outs[3], "sum");
+    let n = check(
+        gpu,
+        &b.build(),
+        &[
+            ("x", seeded_f32(&[2, 5, 96], 23)),
+            ("skip", seeded_f32(&[2, 5, 96], 24)),
+        ],
+        2e-6,
+    );
+    assert_eq!(n, 2, "one dispatch per norm");
+}
+
 fn check(gpu: &Gpu, m: &Model, inputs: &[(&str, Tensor)], tol: f64) -> usize {
     compare(gpu, m, inputs, tol, false)
 }
@@ -971,6 +1011,10 @@ const CASES: &[Case] = &[
         gemm_transposes_bias_and_fused_activation,
     ),
     ("softmax_reduce_layer_norms", softmax_reduce_layer_norms),
+    (
+        "rms_norms_are_one_dispatch_each",
+        rms_norms_are_one_dispatch_each,
+    ),
     (
         "gelus_and_add_eyelike_are_one_dispatch_each",
         gelus_and_add_eyelike_are_one_dispatch_each,

@@ -17,7 +17,6 @@ use crate::limits::Limits;
 use crate::passes::RuleKind;
 use crate::pipeline::{self, OptimizeOptions};
 use crate::runtime::inputs::random_inputs;
-use crate::runtime::parity::DEFAULT_TOLERANCE;
 use crate::tensor::Tensor;
 use crate::{report, Error, Result};
 
@@ -70,9 +69,10 @@ enum Command {
         /// Skip the parity check (needed for models the reference backend cannot run).
         #[arg(long)]
         no_parity: bool,
-        /// Largest max-abs-diff accepted by the parity check.
-        #[arg(long, default_value_t = DEFAULT_TOLERANCE)]
-        tolerance: f64,
+        /// Largest max-abs-diff accepted by the parity check, for every output [default: by
+        /// the output's element type: 1e-4, float16/bfloat16 2e-2].
+        #[arg(long)]
+        tolerance: Option<f64>,
         /// Specialize the saved model to a fixed size of a symbolic dim, NAME=VALUE
         /// (repeatable): shape chains then fold away. `--dim` only sizes the parity inputs.
         #[arg(long = "fix-dim", value_name = "NAME=VALUE")]

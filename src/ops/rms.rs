@@ -17,12 +17,16 @@
 //!
 //! Element types: float32 (accumulated in float32, as onnxruntime) and float64 (in float64);
 //! float16/bfloat16 arrive widened to float32. Every other type is an error naming the op.
+//! On WebGPU each is one float32 dispatch (`wgsl::layer_norm` with `rms`).
 
 use super::common::{check_out, input, norm_axis, unsupported_type};
 use super::infer::norm_axis as infer_axis;
+use super::lowering::{norm_axis as lower_axis, Lowered, NodeCtx};
+use super::transformer::lower_layer_norm;
 use super::transformer::{
     cvt, param_row, placeholder, required, row_major, shaped, skip_norm, stats_tensor, wanted, Real,
 };
+use super::wgsl::numel;
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::onnx::proto::data_type as dt;
@@ -79,6 +83,18 @@ impl Op for SimplifiedLayerNormalization {
     fn kernel(&self) -> Kernel {
         simplified_layer_norm
     }
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        if self.stash_type != dt::FLOAT as i64 {
+            return Err(
+                "SimplifiedLayerNormalization with float64 statistics has no webgpu kernel".into(),
+            );
+        }
+        let x = &c.input(0)?.shape;
+        let axis = lower_axis(self.axis, x.len())?;
+        let len: usize = x[axis..].iter().product();
+        let outs = (None, c.has_out(1).then_some(1), None);
+        lower_layer_norm(c, self.epsilon, len, true, None, None, outs)
+    }
 }
 
 /// com.microsoft SkipSimplifiedLayerNormalization.
@@ -113,6 +129,25 @@ impl Op for SkipSimplifiedLayerNormalization {
     }
     fn kernel(&self) -> Kernel {
         skip_simplified_layer_norm
+    }
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        let x = &c.input(0)?.shape;
+        let len = *x
+            .last()
+            .ok_or("SkipSimplifiedLayerNormalization of a scalar")?;
+        let skip_len = numel(&c.input(1)?.shape);
+        if skip_len == 0 || !skip_len.is_multiple_of(len.max(1)) {
+            return Err("skip does not tile the input's rows".into());
+        }
+        // `mean` (output 1) is written as zeros: the RMS kernel's mean is 0, as the reference
+        // kernel fills it.
+        let outs = (
+            c.has_out(1).then_some(1),
+            c.has_out(2).then_some(2),
+            c.has_out(3).then_some(3),
+        );
+        let bias = c.has_input(3).then_some(3);
+        lower_layer_norm(c, self.epsilon, len, true, Some((1, skip_len)), bias, outs)
     }
 }
 

@@ -101,6 +101,7 @@ impl Op for LayerNormalization {
             c,
             self.epsilon,
             len,
+            false,
             None,
             None,
             (c.has_out(1).then_some(1), c.has_out(2).then_some(2), None),
@@ -153,6 +154,7 @@ impl Op for SkipLayerNormalization {
             c,
             self.epsilon,
             len,
+            false,
             Some((1, skip_len)),
             c.has_input(4).then_some(4),
             (
@@ -166,17 +168,27 @@ impl Op for SkipLayerNormalization {
 
 /// One `wgsl::layer_norm` dispatch over rows of `len` elements: inputs x, gamma, beta? (at 0, 1,
 /// 2), or with `skip` (input position, elements) x, skip, gamma, beta?, bias? as
-/// SkipLayerNormalization has them; `outs` are the output positions of mean, inv_std, sum.
-fn lower_layer_norm(
+/// SkipLayerNormalization has them; `outs` are the output positions of mean, inv_std, sum. An
+/// `rms` norm (the simplified ones) has no beta (its bias, if any, follows gamma) and no centering.
+pub(super) fn lower_layer_norm(
     c: &NodeCtx,
     epsilon: f32,
     len: usize,
+    rms: bool,
     skip: Option<(usize, usize)>,
     bias: Option<usize>,
     (mean_out, inv_std_out, sum_out): (Option<usize>, Option<usize>, Option<usize>),
 ) -> R<Lowered> {
     let x = &c.input(0)?.shape;
-    let (gamma_in, beta_in) = if skip.is_some() { (2, 3) } else { (1, 2) };
+    if c.ty(0)? != wgsl::Ty::F32 {
+        return Err(format!(
+            "{} of {} has no webgpu kernel (float32 only)",
+            c.node.op_type,
+            c.input(0)?.dtype
+        ));
+    }
+    let gamma_in = if skip.is_some() { 2 } else { 1 };
+    let beta_in = gamma_in + 1;
     if numel(&c.input(gamma_in)?.shape) != len {
         return Err("gamma must have one element per normalized element".into());
     }
@@ -184,13 +196,14 @@ fn lower_layer_norm(
         rows: numel(x) / len.max(1),
         len,
         epsilon,
+        rms,
         skip_len: skip.map(|s| s.1),
         mean_out,
         inv_std_out,
         sum_out,
         x_in: 0,
         gamma_in,
-        beta_in: c.has_input(beta_in).then_some(beta_in),
+        beta_in: (!rms && c.has_input(beta_in)).then_some(beta_in),
         skip_in: skip.map(|s| s.0),
         bias_in: bias,
     })?)

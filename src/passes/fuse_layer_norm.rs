@@ -25,11 +25,11 @@
 //! `coordinate_transformation_mode` in 16), so a model holding RoiAlign or a subgraph is left
 //! alone, as is a model below opset 14.
 
-use crate::ir::{Model, Node, NodeId, ValueId};
+use crate::ir::{Model, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::passes::matchers::{
-    fresh_node_name, is_scalar, last_dim, other_input, require_vector, scalar_constant,
-    sole_consumer, sole_consumer_op,
+    fresh_node_name, is_scalar, last_dim, other_input, reduces_last_axis, require_vector,
+    scalar_constant, sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::{DType, Tensor};
@@ -80,25 +80,6 @@ impl Rule for FuseLayerNorm {
             Err(why) => Proposal::Reject(why),
         }
     }
-}
-
-/// The last-axis, keepdims ReduceMean check; `rank` is x's rank.
-fn reduces_last_axis(model: &Model, node: &Node, rank: usize) -> Result<(), String> {
-    let opset = model.opset("").unwrap_or(1);
-    let axes = crate::ops::infer::axes_of(&model.graph, node, opset);
-    let ok = matches!(axes.as_deref(), Some([a]) if *a == -1 || *a == rank as i64 - 1);
-    if !ok {
-        return Err(format!(
-            "ReduceMean '{}' reduces axes {axes:?}, not only the last axis",
-            node.name
-        ));
-    }
-    let keepdims = crate::ops::attrs_of::<crate::ops::reduce::ReduceMean>(model, node)
-        .is_some_and(|r| r.0.keepdims);
-    if !keepdims {
-        return Err(format!("ReduceMean '{}' drops the reduced axis", node.name));
-    }
-    Ok(())
 }
 
 fn match_rest(model: &Model, mean_id: NodeId, x: ValueId, sub_id: NodeId) -> Result<Patch, String> {

@@ -1,5 +1,7 @@
 //! Residual Add + LayerNormalization → com.microsoft.SkipLayerNormalization (the book's GPT-2
-//! figure). Runs after `layer_norm`, so decomposed norms arrive here already fused.
+//! figure), and residual Add + SimplifiedLayerNormalization or RMSNormalization →
+//! com.microsoft.SkipSimplifiedLayerNormalization (every pre-norm decoder: Llama, Qwen, Mistral).
+//! Runs after `layer_norm` and `rms_norm`, so decomposed norms arrive here already fused.
 //!
 //! ```text
 //!   before                                     after
@@ -9,21 +11,23 @@
 //!   B ──┘       │         ▲ gamma ▲ beta       B ──┘  ▲ gamma ▲ beta ▲ bias  └──► s (output 3)
 //!               └──► (other readers of s)
 //! ```
-//! The three source forms: `LN(Add(A, B))`, `LN(Add(Add(A, bias), B))`, `LN(Add(A, Add(B, bias)))`
+//! (The RMS form is the same without beta.) The three source forms: `LN(Add(A, B))`, `LN(Add(Add(A, bias), B))`, `LN(Add(A, Add(B, bias)))`
 //! with `bias` a 1-D constant of the hidden size, absorbed into the op's `bias` input. When the
 //! residual sum `s` has other readers (GPT-2's pre-LN blocks) or is a graph output, the fused node
 //! also writes it, as its optional output `input_skip_bias_sum`.
 //!
-//! Guards: the LayerNormalization normalizes the last axis only and its Mean/InvStdDev outputs are
+//! Guards: the norm normalizes the last axis only and its Mean/InvStdDev outputs are
 //! unread (SkipLayerNormalization's have other shapes); A and B have the same shape, rank 2 or 3,
 //! provably (SkipLayerNormalization does not broadcast the way Add does); gamma, beta and bias are
 //! 1-D constants of the hidden size (the statically known last dim); the inner bias Add, if any,
-//! has the outer Add as its only reader; f32 only (onnxruntime's CPU kernel).
+//! has the outer Add as its only reader; float32 or float16 (onnxruntime's CPU kernels take both
+//! and accumulate in float32).
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::{Model, Node, NodeId};
 use crate::passes::matchers::{
-    absorbable_layer_norm, bias_add, fresh_node_name, last_dim, produced_by, require_f32,
+    absorbable_layer_norm, bias_add, fresh_node_name, last_dim, norm_attrs, produced_by,
+    require_f32_or_f16,
 };
 use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
@@ -41,17 +45,24 @@ impl Rule for FuseSkipLayerNorm {
     fn anchors(&self) -> Anchors {
         Anchors::Ops(vec![
             ("", "LayerNormalization"),
+            ("", "SimplifiedLayerNormalization"),
+            ("", "RMSNormalization"),
             (MS_DOMAIN, "SkipLayerNormalization"),
+            (MS_DOMAIN, "SkipSimplifiedLayerNormalization"),
         ])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let ln = g.node(id);
-        if ln.op_type == "SkipLayerNormalization" && ln.domain == MS_DOMAIN {
-            return absorb_bias(model, id);
+        if ln.domain == MS_DOMAIN {
+            return match ln.op_type.as_str() {
+                "SkipLayerNormalization" => absorb_bias(model, id, 4),
+                "SkipSimplifiedLayerNormalization" => absorb_bias(model, id, 3),
+                _ => Proposal::NoMatch,
+            };
         }
-        if !ln.is("LayerNormalization") {
+        if norm_attrs(model, ln).is_none() || !ln.is_onnx_domain() {
             return Proposal::NoMatch;
         }
         let Some(s) = ln.input(0) else {
@@ -75,10 +86,16 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
     let (Some(a), Some(b)) = (add.input(0), add.input(1)) else {
         return Err("Add is not binary".into());
     };
-    require_f32(g, s)?;
+    require_f32_or_f16(g, s)?;
     let hidden = last_dim(g, s)?;
     let rank = g.value(s).ty.rank().unwrap_or(0);
     let (y, gamma, beta) = absorbable_layer_norm(model, ln, ln_id, rank as i64, hidden)?;
+    let simplified = !ln.is("LayerNormalization");
+    let op = if simplified {
+        "SkipSimplifiedLayerNormalization"
+    } else {
+        "SkipLayerNormalization"
+    };
 
     let mut remove = vec![ln_id, add_id];
     // Form 2 or 3: one Add operand is itself Add(X, bias) read only by this Add.
@@ -101,14 +118,15 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
         ));
     }
     if !(2..=3).contains(&rank) {
-        return Err(format!(
-            "rank {rank}; SkipLayerNormalization takes rank 2 or 3"
-        ));
+        return Err(format!("rank {rank}; {op} takes rank 2 or 3"));
     }
 
-    let mut fused = Node::new("SkipLayerNormalization", MS_DOMAIN);
-    fused.name = fresh_node_name(g, &format!("{}_SkipLayerNormalization", ln.label(ln_id)));
-    fused.inputs = vec![Some(input), Some(skip), Some(gamma), beta];
+    let mut fused = Node::new(op, MS_DOMAIN);
+    fused.name = fresh_node_name(g, &format!("{}_{op}", ln.label(ln_id)));
+    fused.inputs = vec![Some(input), Some(skip), Some(gamma)];
+    if !simplified {
+        fused.inputs.push(beta);
+    }
     if bias.is_some() {
         fused.inputs.push(bias);
     }
@@ -120,9 +138,7 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
     if sum_read {
         fused.outputs.extend([None, None, Some(s)]);
     }
-    let eps = crate::ops::attrs_of::<crate::ops::transformer::LayerNormalization>(model, ln)
-        .ok_or("LayerNormalization's attributes are not parsed")?
-        .epsilon;
+    let (_, eps, _) = norm_attrs(model, ln).ok_or("the norm's attributes are not parsed")?;
     fused.set_attr(crate::ir::attr::float("epsilon", eps));
     Ok(Patch {
         remove,
@@ -132,13 +148,13 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
     })
 }
 
-/// A second anchor: a SkipLayerNormalization without bias whose input or skip is a single-use
-/// `Add(X, bias)` (an Add that appeared after the fusion, e.g. from `gemm_to_matmul`) takes the
-/// bias in.
-fn absorb_bias(model: &Model, id: NodeId) -> Proposal {
+/// A second anchor: a Skip(Simplified)LayerNormalization without bias whose input or skip is a
+/// single-use `Add(X, bias)` (an Add that appeared after the fusion, e.g. from `gemm_to_matmul`)
+/// takes the bias in, at input `bias_slot`.
+fn absorb_bias(model: &Model, id: NodeId, bias_slot: usize) -> Proposal {
     let g = &model.graph;
     let skip = g.node(id);
-    if skip.input(4).is_some() {
+    if skip.input(bias_slot).is_some() {
         return Proposal::NoMatch;
     }
     let (Some(input), Some(sk), Some(y)) = (skip.input(0), skip.input(1), skip.output(0)) else {
@@ -160,8 +176,8 @@ fn absorb_bias(model: &Model, id: NodeId) -> Proposal {
     let mut fused = skip.clone();
     fused.name = fresh_node_name(g, &format!("{}_bias", skip.label(id)));
     fused.inputs[slot] = Some(x);
-    fused.inputs.resize(5, None);
-    fused.inputs[4] = Some(c);
+    fused.inputs.resize(bias_slot + 1, None);
+    fused.inputs[bias_slot] = Some(c);
     Proposal::Rewrite(Patch {
         remove: vec![add_id, id],
         add: vec![fused.into()],

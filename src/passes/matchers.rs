@@ -143,6 +143,20 @@ pub fn require_f32(g: &Graph, v: ValueId) -> Result<(), String> {
     }
 }
 
+/// Ok when `v` is float32 or float16 (ops whose onnxruntime CPU kernels take both and accumulate
+/// in float32: the layer norms), else why not.
+pub fn require_f32_or_f16(g: &Graph, v: ValueId) -> Result<(), String> {
+    use crate::tensor::DType;
+    match g.value(v).ty.dtype {
+        Some(DType::F32 | DType::F16) => Ok(()),
+        Some(d) => Err(format!(
+            "'{}' is {d}; the fused op takes float32 and float16",
+            g.name(v)
+        )),
+        None => Err(format!("element type of '{}' is unknown", g.name(v))),
+    }
+}
+
 /// A constant 1-D vector of `len` elements (gamma, beta, bias), else why not.
 pub fn require_vector(model: &Model, v: ValueId, len: i64, what: &str) -> Result<(), String> {
     let g = &model.graph;
@@ -231,7 +245,24 @@ pub fn bias_add(model: &Model, v: ValueId, hidden: i64) -> Option<(NodeId, Value
     (last_dim(g, x).ok()? == hidden).then_some((id, x, c))
 }
 
-/// The scale and bias of a LayerNormalization `ln` over the last axis of its rank-`rank` input of
+/// (axis, epsilon, stash_type) of a LayerNormalization, SimplifiedLayerNormalization or
+/// RMSNormalization node: the norms a residual Add can be fused into.
+pub fn norm_attrs(model: &Model, ln: &Node) -> Option<(i64, f32, i64)> {
+    use crate::ops::{attrs_of, norm::RMSNormalization, rms::SimplifiedLayerNormalization};
+    match ln.op_type.as_str() {
+        "LayerNormalization" => {
+            attrs_of::<LayerNormalization>(model, ln).map(|a| (a.axis, a.epsilon, a.stash_type))
+        }
+        "SimplifiedLayerNormalization" => attrs_of::<SimplifiedLayerNormalization>(model, ln)
+            .map(|a| (a.axis, a.epsilon, a.stash_type)),
+        "RMSNormalization" => {
+            attrs_of::<RMSNormalization>(model, ln).map(|a| (a.axis, a.epsilon, a.stash_type))
+        }
+        _ => None,
+    }
+}
+
+/// The scale and bias of a norm `ln` (one of `norm_attrs`'s) over the last axis of its rank-`rank` input of
 /// `hidden` features, when a fusion may absorb it: the axis is the last, statistics are f32
 /// (stash_type 1), the mean / inv_std_var outputs are not read, and scale and bias are 1-D
 /// constants of `hidden`. (output, scale, bias) or why not.
@@ -243,34 +274,53 @@ pub fn absorbable_layer_norm(
     hidden: i64,
 ) -> Result<(ValueId, ValueId, Option<ValueId>), String> {
     let g = &model.graph;
-    let attrs = crate::ops::attrs_of::<LayerNormalization>(model, ln)
-        .ok_or("LayerNormalization's attributes are not parsed")?;
-    let axis = attrs.axis;
+    let op = &ln.op_type;
+    let (axis, _, stash_type) =
+        norm_attrs(model, ln).ok_or_else(|| format!("{op}'s attributes are not parsed"))?;
     if axis != -1 && axis != rank - 1 {
         return Err(format!(
-            "LayerNormalization '{}' axis {axis} is not the last axis",
+            "{op} '{}' axis {axis} is not the last axis",
             ln.label(ln_id)
         ));
     }
-    if attrs.stash_type != 1 {
-        return Err("LayerNormalization computes its statistics in f64 (stash_type 11)".into());
+    if stash_type != 1 {
+        return Err(format!(
+            "{op} computes its statistics in f64 (stash_type {stash_type})"
+        ));
     }
     for (i, out) in ln.outputs.iter().enumerate().skip(1) {
         if let Some(v) = out {
             if g.is_graph_output(*v) || !g.consumers(*v).is_empty() {
-                return Err(format!(
-                    "LayerNormalization output {i} ('{}') is read",
-                    g.name(*v)
-                ));
+                return Err(format!("{op} output {i} ('{}') is read", g.name(*v)));
             }
         }
     }
-    let y = ln.output(0).ok_or("LayerNormalization has no output")?;
-    let gamma = ln.input(1).ok_or("LayerNormalization has no scale")?;
+    let y = ln.output(0).ok_or_else(|| format!("{op} has no output"))?;
+    let gamma = ln.input(1).ok_or_else(|| format!("{op} has no scale"))?;
     require_vector(model, gamma, hidden, "scale")?;
     let beta = ln.input(2);
     if let Some(beta) = beta {
         require_vector(model, beta, hidden, "bias")?;
     }
     Ok((y, gamma, beta))
+}
+
+/// Ok when ReduceMean `node` reduces only the last axis of its rank-`rank` input and keeps it
+/// (the statistics of a layer or RMS norm); else why not.
+pub fn reduces_last_axis(model: &Model, node: &Node, rank: usize) -> Result<(), String> {
+    let opset = model.opset("").unwrap_or(1);
+    let axes = crate::ops::infer::axes_of(&model.graph, node, opset);
+    let ok = matches!(axes.as_deref(), Some([a]) if *a == -1 || *a == rank as i64 - 1);
+    if !ok {
+        return Err(format!(
+            "ReduceMean '{}' reduces axes {axes:?}, not only the last axis",
+            node.name
+        ));
+    }
+    let keepdims = crate::ops::attrs_of::<crate::ops::reduce::ReduceMean>(model, node)
+        .is_some_and(|r| r.0.keepdims);
+    if !keepdims {
+        return Err(format!("ReduceMean '{}' drops the reduced axis", node.name));
+    }
+    Ok(())
 }

@@ -17,6 +17,7 @@ pub mod fuse_gelu;
 pub mod fuse_gemm_activation;
 pub mod fuse_layer_norm;
 pub mod fuse_pad_conv;
+pub mod fuse_rms_norm;
 pub mod fuse_skip_layer_norm;
 pub mod gemm_to_matmul;
 pub mod identity;
@@ -34,7 +35,7 @@ pub use rewrite::{
 };
 
 /// Every rule, in the order the engine runs them: the cleanup rules, then the fusions
-/// (layer_norm before skip_layer_norm, gelu before bias_gelu: the later rule works on the
+/// (layer_norm and rms_norm before skip_layer_norm, gelu before bias_gelu: the later rule works on the
 /// earlier one's output; embed_layer_norm before skip_layer_norm, which would otherwise take a
 /// batch-1 embedding sum as a residual), then the backend lowering (deferred: it fuses what the
 /// others leave at their fixed point). Each rule states its name, kind and anchors itself.
@@ -49,6 +50,7 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &gemm_to_matmul::GemmToMatMul,
     &fuse_add_eyelike::FuseAddEyeLike,
     &fuse_layer_norm::FuseLayerNorm,
+    &fuse_rms_norm::FuseRmsNorm,
     &fuse_embed_layer_norm::FuseEmbedLayerNorm,
     &fuse_skip_layer_norm::FuseSkipLayerNorm,
     &fuse_gelu::FuseGelu,

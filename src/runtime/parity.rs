@@ -2,15 +2,28 @@
 
 use serde::Serialize;
 
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
-/// Default tolerance on the max absolute difference.
+/// Default tolerance on the max absolute difference of an output.
 pub const DEFAULT_TOLERANCE: f64 = 1e-4;
+/// Default tolerance for a float16 or bfloat16 output: a fused op that accumulates in float32
+/// rounds once where the pattern rounded at every step (float16's spacing is 2^-10 at 1, 2^-8 at
+/// 4), so 1e-4 would refuse every float16 fusion.
+pub const HALF_TOLERANCE: f64 = 2e-2;
+
+/// The tolerance an output of `dtype` gets when none is given.
+pub fn default_tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 | DType::BF16 => HALF_TOLERANCE,
+        _ => DEFAULT_TOLERANCE,
+    }
+}
 
 #[derive(Clone, Debug, Serialize)]
 #[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct ParityReport {
     pub max_abs_diff: f64,
+    /// The largest tolerance applied to an output (each output has its own: `OutputDiff`).
     pub tolerance: f64,
     pub ok: bool,
     /// Per output: name and max abs diff (null where shapes or types differ).
@@ -22,20 +35,31 @@ pub struct ParityReport {
 pub struct OutputDiff {
     pub name: String,
     pub max_abs_diff: Option<f64>,
+    pub tolerance: f64,
     pub shape: Vec<usize>,
 }
 
 /// Compares outputs pairwise by position (names may differ only if a pass renamed, which ours
-/// never do). A shape or type mismatch fails parity with an infinite difference.
-pub fn compare(a: &[(String, Tensor)], b: &[(String, Tensor)], tolerance: f64) -> ParityReport {
+/// never do), each within `tolerance`, or by default within `default_tolerance` of its type.
+/// A shape or type mismatch fails parity with an infinite difference.
+pub fn compare(
+    a: &[(String, Tensor)],
+    b: &[(String, Tensor)],
+    tolerance: Option<f64>,
+) -> ParityReport {
     let mut outputs = Vec::new();
-    let mut worst = 0.0f64;
+    let (mut worst, mut widest, mut ok) = (0.0f64, 0.0f64, a.len() == b.len());
     for (i, (name, ta)) in a.iter().enumerate() {
         let d = b.get(i).and_then(|(_, tb)| ta.max_abs_diff(tb));
-        worst = worst.max(d.unwrap_or(f64::INFINITY));
+        let tol = tolerance.unwrap_or_else(|| default_tolerance(ta.dtype()));
+        let diff = d.unwrap_or(f64::INFINITY);
+        worst = worst.max(diff);
+        widest = widest.max(tol);
+        ok &= diff <= tol;
         outputs.push(OutputDiff {
             name: name.clone(),
             max_abs_diff: d,
+            tolerance: tol,
             shape: ta.shape().to_vec(),
         });
     }
@@ -44,8 +68,47 @@ pub fn compare(a: &[(String, Tensor)], b: &[(String, Tensor)], tolerance: f64) -
     }
     ParityReport {
         max_abs_diff: worst,
-        tolerance,
-        ok: worst <= tolerance,
+        tolerance: tolerance.unwrap_or(widest),
+        ok,
         outputs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::f16;
+    use ndarray::arr1;
+
+    fn out(t: Tensor) -> Vec<(String, Tensor)> {
+        vec![("y".into(), t)]
+    }
+
+    fn f32s(v: &[f32]) -> Tensor {
+        Tensor::F32(arr1(v).into_dyn())
+    }
+
+    fn f16s(v: &[f32]) -> Tensor {
+        Tensor::F16(arr1(v).mapv(f16::from_f32).into_dyn())
+    }
+
+    #[test]
+    fn the_default_tolerance_follows_each_outputs_type() {
+        // 0.0078125 apart: one float16 step at 2, far beyond float32's 1e-4.
+        let (a, b) = ([2.0, 1.0], [2.0078125, 1.0]);
+        let half = compare(&out(f16s(&a)), &out(f16s(&b)), None);
+        assert!(half.ok && half.tolerance == HALF_TOLERANCE, "{half:?}");
+        let single = compare(&out(f32s(&a)), &out(f32s(&b)), None);
+        assert!(
+            !single.ok && single.tolerance == DEFAULT_TOLERANCE,
+            "{single:?}"
+        );
+        // An explicit tolerance applies to every output, float16 ones too.
+        assert!(!compare(&out(f16s(&a)), &out(f16s(&b)), Some(1e-3)).ok);
+        // Mixed outputs: each within its own; the report shows the widest.
+        let mixed = |x: &[f32]| vec![("h".into(), f16s(x)), ("s".into(), f32s(&a))];
+        let m = compare(&mixed(&a), &mixed(&b), None);
+        assert!(m.ok && m.tolerance == HALF_TOLERANCE, "{m:?}");
+        assert_eq!(m.outputs[1].tolerance, DEFAULT_TOLERANCE);
     }
 }

@@ -118,7 +118,7 @@ impl WasmModel {
         let opts = pipeline::OptimizeOptions {
             rules: o.rules,
             parity: o.parity.unwrap_or(true),
-            tolerance: o.tolerance.unwrap_or(defaults.tolerance),
+            tolerance: o.tolerance.or(defaults.tolerance),
             dims: o.dims,
             fix_dims: o.fix_dims,
             seed: o.seed,

@@ -8,6 +8,8 @@ pub struct LayerNorm {
     pub rows: usize,
     pub len: usize,
     pub epsilon: f32,
+    /// RMS norm (SimplifiedLayerNormalization): no centering, the mean is 0.
+    pub rms: bool,
     /// Elements of the skip input: it repeats every `skip_len` elements (a multiple of `len`).
     pub skip_len: Option<usize>,
     /// Which of (mean, inv_std_dev, sum) outputs are written, as output positions.
@@ -73,9 +75,14 @@ pub fn layer_norm(p: &LayerNorm) -> Result<Dispatch, String> {
     if let Some(bias) = alias("bias", &names, "in") {
         val = format!("{val} + {bias}[j]");
     }
+    let mean = if p.rms {
+        "  let mean = 0.0;".to_string()
+    } else {
+        format!("  var t = 0.0;\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ t = t + ({val}); }}\n  let mean = wg_sum(t, l) / {lenf};", lenf = lit(len.max(1) as f32)?)
+    };
     let _ = writeln!(
         s,
-        "  let base = r * {len}u;\n  var t = 0.0;\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ t = t + ({val}); }}\n  let mean = wg_sum(t, l) / {lenf};\n  var v = 0.0;\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ let d = ({val}) - mean; v = v + d * d; }}\n  let inv = 1.0 / sqrt(wg_sum(v, l) / {lenf} + {eps});",
+        "  let base = r * {len}u;\n{mean}\n  var v = 0.0;\n  for (var j = l; j < {len}u; j = j + {WG}u) {{ let d = ({val}) - mean; v = v + d * d; }}\n  let inv = 1.0 / sqrt(wg_sum(v, l) / {lenf} + {eps});",
         lenf = lit(len.max(1) as f32)?,
         eps = lit(p.epsilon)?
     );
