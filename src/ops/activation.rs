@@ -18,6 +18,7 @@
 //! | Shrink | 9- | `lambd` (0.5), `bias` (0.0) | x < -lambd ? x + bias : x > lambd ? x - bias : 0; T float or integer (integers computed in float64, truncated) |
 //! | Gelu | 20- | `approximate` ("none"; or "tanh") | 0.5·x·(1 + erf(x/√2)); tanh: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) |
 //! | Swish | 24- | `alpha` (1.0) | x·sigmoid(alpha·x) |
+//! | QuickGelu | com.microsoft 1 | `alpha` (1.702) | x·sigmoid(alpha·x) |
 //!
 //! T is float (float32 and float64 here; the executor widens float16/bfloat16) unless the row
 //! says otherwise. Versions 1 (whose `consumed_inputs` only mattered to old runtimes; Selu 1 also
@@ -375,6 +376,8 @@ float_fn_ops! {
     Mish => |_a| Act::Mish;
     ThresholdedRelu => |a| Act::ThresholdedRelu { alpha: a.float("alpha", 1.0)? };
     Swish => |a| Act::Swish { alpha: a.float("alpha", 1.0)? };
+    /// com.microsoft QuickGelu (CLIP's GELU approximation; SiLU at alpha 1): Swish's formula.
+    QuickGelu => |a| Act::Swish { alpha: a.float("alpha", 1.702)? };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@
 //! | Gelu | com.microsoft 1 | none | X -> Y: `0.5·x·(1 + erf(x/√2))` |
 //! | FastGelu | com.microsoft 1 | none | X, bias? -> Y: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` of X + bias |
 //! | BiasGelu | com.microsoft 1 | none | A, B -> C: Gelu's erf form of A + B |
-//! | QuickGelu | com.microsoft 1 | `alpha` (1.702) | X -> Y: `x·sigmoid(alpha·x)` |
 //!
+//! (QuickGelu, `x·sigmoid(alpha·x)`, is `activation.rs`'s Swish with another default alpha.)
 //! Y has X's type and shape; a bias is 1-D along the last dim. Element types: float32 (on the
 //! branch-free `fastmath` erf/tanh, so the loops vectorize) and float64 (erf in float64); every
 //! other type is an error naming the op. On WebGPU each is one elementwise dispatch.
@@ -18,7 +18,7 @@ use super::elementwise::ErfF64;
 use super::fastmath;
 use super::lowering::{with_fn, NodeCtx, FAST_GELU, GELU, R};
 use super::transformer::{required, row_major, same_type, shaped, vector_param, Real};
-use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
+use super::{InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::TensorType;
 use crate::tensor::{DType, Tensor};
 
@@ -69,29 +69,6 @@ impl Op for BiasGelu {
     }
     fn lower(&self, c: &NodeCtx) -> R<Lowered> {
         c.ew(2, "gelu_(v0 + v1)").map(|l| with_fn(l, GELU))
-    }
-}
-
-/// com.microsoft QuickGelu: `x * sigmoid(alpha * x)`.
-#[derive(Debug)]
-pub struct QuickGelu {
-    pub alpha: f32,
-}
-
-impl QuickGelu {
-    pub fn parse(a: &Attrs) -> Result<Box<dyn Op>, String> {
-        Ok(Box::new(QuickGelu {
-            alpha: a.float("alpha", 1.702)?,
-        }))
-    }
-}
-
-impl Op for QuickGelu {
-    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
-        vec![cx.input(0)]
-    }
-    fn kernel(&self) -> Kernel {
-        quick_gelu
     }
 }
 
@@ -212,22 +189,4 @@ pub fn fast_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 /// com.microsoft BiasGelu(A, B): the erf form of `A + B`, B 1-D along the last dim.
 pub fn bias_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     activation(ctx, inputs, "BiasGelu", true, gelu_erf_f32, gelu_erf::<f64>)
-}
-
-/// com.microsoft QuickGelu(X): `x * sigmoid(alpha * x)`, element-wise.
-pub fn quick_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    const OP: &str = "QuickGelu";
-    if inputs.iter().skip(1).any(|i| i.is_some()) {
-        return Err(format!("{OP}: takes one input"));
-    }
-    let alpha = ctx.attrs::<QuickGelu>()?.alpha;
-    let a64 = alpha as f64;
-    activation(
-        ctx,
-        inputs,
-        OP,
-        false,
-        move |x: f32| x / (1.0 + (-alpha * x).exp()),
-        move |x: f64| x / (1.0 + (-a64 * x).exp()),
-    )
 }

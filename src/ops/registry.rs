@@ -325,7 +325,7 @@ static OPS: &[OpDef] = &[
     op!(MS, "Gelu", 1, gelu::Gelu),
     op!(MS, "FastGelu", 1, gelu::FastGelu),
     op!(MS, "BiasGelu", 1, gelu::BiasGelu),
-    op!(MS, "QuickGelu", 1, gelu::QuickGelu),
+    op!(MS, "QuickGelu", 1, activation::QuickGelu),
     // gated and biased elementwise ops (glu.rs)
     op!(ONNX, "SwiGLU", 28, glu::SwiGLU),
     op!(MS, "BiasAdd", 1, glu::BiasAdd),

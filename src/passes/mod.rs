@@ -15,8 +15,10 @@ pub mod fuse_embed_layer_norm;
 pub mod fuse_fast_gelu;
 pub mod fuse_gelu;
 pub mod fuse_gemm_activation;
+pub mod fuse_hard_swish;
 pub mod fuse_layer_norm;
 pub mod fuse_pad_conv;
+pub mod fuse_quick_gelu;
 pub mod fuse_rms_norm;
 pub mod fuse_skip_layer_norm;
 pub mod gemm_to_matmul;
@@ -56,6 +58,8 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &fuse_gelu::FuseGelu,
     &fuse_bias_gelu::FuseBiasGelu,
     &fuse_fast_gelu::FuseFastGelu,
+    &fuse_quick_gelu::FuseQuickGelu,
+    &fuse_hard_swish::FuseHardSwish,
     &fuse_attention::FuseAttention,
     &fuse_pad_conv::FusePadConv,
     &fuse_conv_batchnorm::FuseConvBatchNorm,
