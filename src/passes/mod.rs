@@ -20,6 +20,7 @@ pub mod fuse_layer_norm;
 pub mod fuse_pad_conv;
 pub mod fuse_quick_gelu;
 pub mod fuse_rms_norm;
+pub mod fuse_rotary;
 pub mod fuse_skip_layer_norm;
 pub mod gemm_to_matmul;
 pub mod identity;
@@ -60,6 +61,7 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &fuse_fast_gelu::FuseFastGelu,
     &fuse_quick_gelu::FuseQuickGelu,
     &fuse_hard_swish::FuseHardSwish,
+    &fuse_rotary::FuseRotary,
     &fuse_attention::FuseAttention,
     &fuse_pad_conv::FusePadConv,
     &fuse_conv_batchnorm::FuseConvBatchNorm,
