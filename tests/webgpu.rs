@@ -36,8 +36,6 @@ fn i64_tensor(shape: &[usize], v: Vec<i64>) -> Tensor {
     Tensor::I64(ArrayD::from_shape_vec(IxDyn(shape), v).unwrap())
 }
 
-/// Runs `m` on both backends with `inputs` and asserts every output within `tol`, relative for
-/// large values (|gpu - reference| <= tol · (1 + |reference|)); returns the dispatch count.
 /// The RMS norms (what `rms_norm` and `skip_layer_norm` make of Llama's norms): one dispatch each,
 /// inv_std_var, SkipSimplified's zero mean and the residual sum out.
 fn rms_norms_are_one_dispatch_each(gpu: &Gpu) {
@@ -78,6 +76,57 @@ fn rms_norms_are_one_dispatch_each(gpu: &Gpu) {
     assert_eq!(n, 2, "one dispatch per norm");
 }
 
+/// com.microsoft RotaryEmbedding (what `rotary` makes of Llama's RoPE): a start offset on 4-D
+/// input, per-token position ids, and a 3-D interleaved partial rotation; one dispatch each.
+fn rotary_embedding_is_one_dispatch(gpu: &Gpu) {
+    let cases: Vec<(Vec<usize>, Vec<usize>, i64, i64, bool)> = vec![
+        // (x shape, position_ids shape, rotary_embedding_dim, num_heads, interleaved)
+        (vec![2, 3, 5, 8], vec![1], 0, 0, false),
+        (vec![2, 3, 5, 8], vec![2, 5], 0, 0, false),
+        (vec![2, 5, 24], vec![2, 5], 4, 3, true),
+    ];
+    for (i, (xs, ps, rot, heads, inter)) in cases.into_iter().enumerate() {
+        let width = if rot == 0 {
+            xs[xs.len() - 1] / 2
+        } else {
+            rot as usize / 2
+        };
+        let mut b = GraphBuilder::new("g", 17);
+        b.import("com.microsoft", 1);
+        let x = f32_in(&mut b, "x", &xs);
+        let pos = b.input(
+            "pos",
+            DType::I64,
+            dims(&ps.iter().map(|&d| d as i64).collect::<Vec<_>>()),
+        );
+        let cos = b.initializer("cos", &seeded_f32(&[12, width], 31));
+        let sin = b.initializer("sin", &seeded_f32(&[12, width], 32));
+        let y = b.node(
+            "com.microsoft",
+            "RotaryEmbedding",
+            &[Some(x), Some(pos), Some(cos), Some(sin)],
+            1,
+            vec![
+                attr::int("rotary_embedding_dim", rot),
+                attr::int("num_heads", heads),
+                attr::int("interleaved", inter as i64),
+            ],
+        );
+        b.output(y[0], "y");
+        let n: usize = ps.iter().product();
+        let ids = i64_tensor(&ps, (0..n as i64).map(|v| (v * 7 + 2) % 12).collect());
+        let n = check(
+            gpu,
+            &b.build(),
+            &[("x", seeded_f32(&xs, 33)), ("pos", ids)],
+            2e-6,
+        );
+        assert_eq!(n, 1, "case {i}");
+    }
+}
+
+/// Runs `m` on both backends with `inputs` and asserts every output within `tol`, relative for
+/// large values (|gpu - reference| <= tol · (1 + |reference|)); returns the dispatch count.
 fn check(gpu: &Gpu, m: &Model, inputs: &[(&str, Tensor)], tol: f64) -> usize {
     compare(gpu, m, inputs, tol, false)
 }
@@ -1014,6 +1063,10 @@ const CASES: &[Case] = &[
     (
         "rms_norms_are_one_dispatch_each",
         rms_norms_are_one_dispatch_each,
+    ),
+    (
+        "rotary_embedding_is_one_dispatch",
+        rotary_embedding_is_one_dispatch,
     ),
     (
         "gelus_and_add_eyelike_are_one_dispatch_each",

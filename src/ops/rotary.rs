@@ -17,12 +17,15 @@
 //! `[1]` (a start: token `s` sits at `position_ids[0] + s`); its caches are `[max_pos, rot/2]`;
 //! `rot` is `rotary_embedding_dim` when given (then `num_heads` must be too, for 3-D input), else
 //! twice the caches' width. A position outside the caches is an error. onnxruntime's kernels
-//! take no `scale` and no packed batching; both are refused rather than guessed.
+//! take no `scale` and no packed batching; both are refused rather than guessed. On WebGPU the
+//! com.microsoft op is one float32 dispatch (`wgsl::rotary`).
 
 use std::borrow::Cow;
 
 use super::common::{check_out, input, unsupported_type};
+use super::lowering::{run, Lowered, NodeCtx, Ty};
 use super::transformer::{required, row_major, shaped, Real};
+use super::wgsl;
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
@@ -118,6 +121,48 @@ impl Op for MsRotaryEmbedding {
     }
     fn kernel(&self) -> Kernel {
         rotary_ms
+    }
+    /// One dispatch (`wgsl::rotary`), float32, for the shapes the reference kernel accepts.
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        const OP: &str = "RotaryEmbedding";
+        if c.ty(0)? != Ty::F32 {
+            return Err(format!("{OP} is float32-only on webgpu"));
+        }
+        let x = &c.input(0)?.shape;
+        let (pos, cos) = (&c.input(1)?.shape, &c.input(2)?.shape);
+        let [rows, width] = cos[..] else {
+            return Err(format!("{OP}: cos_cache must be 2-D, got {cos:?}"));
+        };
+        let rot = self.rotary_embedding_dim as usize;
+        let hint = if rot == 0 { width * 2 } else { 0 };
+        let g = Geometry::of(OP, x, self.num_heads as usize, hint)?;
+        let rot = if rot == 0 { hint } else { rot };
+        if rot > g.head || rot != width * 2 {
+            return Err(format!(
+                "{OP}: rotary dim {rot} does not fit head {} and caches {cos:?}",
+                g.head
+            ));
+        }
+        let per_token = match pos[..] {
+            [1] => false,
+            [b, s] if b == g.batch && s == g.seq => true,
+            _ => {
+                return Err(format!(
+                    "{OP}: position_ids {pos:?} is neither [1] nor [batch, seq]"
+                ))
+            }
+        };
+        run(wgsl::rotary(&wgsl::Rotary {
+            batch: g.batch,
+            seq: g.seq,
+            heads: g.heads,
+            head: g.head,
+            rot,
+            bnsh: g.bnsh,
+            interleaved: self.interleaved,
+            per_token,
+            rows,
+        }))
     }
 }
 

@@ -12,7 +12,7 @@ mod transformer;
 
 pub use matmul::{matmul, MatMul, SMALL_M};
 pub use transformer::{
-    attention_core, embed_layer_norm, layer_norm, AttentionCore, Embed, LayerNorm,
+    attention_core, embed_layer_norm, layer_norm, rotary, AttentionCore, Embed, LayerNorm, Rotary,
     MAX_ATTENTION_SEQ,
 };
 

@@ -272,3 +272,70 @@ pub fn embed_layer_norm(p: &Embed) -> Result<Dispatch, String> {
         writes,
     })
 }
+
+/// com.microsoft RotaryEmbedding: one thread per element of X, `[batch, heads, seq, head]`
+/// (`bnsh`) or `[batch, seq, heads · head]`. Token (b, s) reads cache row `in1[0] + s` (a start
+/// offset) or `in1[b · seq + s]` (`per_token`), clamped to the caches' `rows` (a GPU kernel cannot
+/// fail; the reference backend reports a position out of range). The first `rot` elements of each
+/// head are rotated in pairs (`i`, `i + rot/2`), or adjacent pairs when `interleaved`.
+pub struct Rotary {
+    pub batch: usize,
+    pub seq: usize,
+    pub heads: usize,
+    pub head: usize,
+    pub rot: usize,
+    pub bnsh: bool,
+    pub interleaved: bool,
+    pub per_token: bool,
+    pub rows: usize,
+}
+
+pub fn rotary(p: &Rotary) -> Dispatch {
+    let (h, seq, rot, half) = (p.head, p.seq, p.rot, p.rot / 2);
+    let n = p.batch * seq * p.heads * h;
+    let (groups, xthreads) = grid(n, WG);
+    let mut s = String::new();
+    bindings(&mut s, &[Ty::F32, Ty::I32, Ty::F32, Ty::F32], &[Ty::F32]);
+    let (b, t) = if p.bnsh {
+        (
+            format!("i / {}u", p.heads * seq * h),
+            format!("(i / {h}u) % {seq}u"),
+        )
+    } else {
+        (
+            format!("i / {}u", seq * p.heads * h),
+            format!("(i / {}u) % {seq}u", p.heads * h),
+        )
+    };
+    let pos = if p.per_token {
+        format!("in1[b * {seq}u + t]")
+    } else {
+        "in1[0] + i32(t)".to_string()
+    };
+    let (first, next, prev, col) = if p.interleaved {
+        (
+            "j % 2u == 0u".to_string(),
+            "i + 1u".to_string(),
+            "i - 1u".to_string(),
+            "j / 2u".to_string(),
+        )
+    } else {
+        (
+            format!("j < {half}u"),
+            format!("i + {half}u"),
+            format!("i - {half}u"),
+            format!("j % {half}u"),
+        )
+    };
+    let _ = writeln!(
+        s,
+        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {n}u) {{ return; }}\n  let j = i % {h}u;\n  if (j >= {rot}u) {{ out0[i] = in0[i]; return; }}\n  let b = {b};\n  let t = {t};\n  let row = u32(clamp({pos}, 0i, {last}i));\n  let k = row * {half}u + {col};\n  let c = in2[k];\n  let sn = in3[k];\n  if ({first}) {{ out0[i] = in0[i] * c - in0[{next}] * sn; }} else {{ out0[i] = in0[{prev}] * sn + in0[i] * c; }}\n}}",
+        last = p.rows.saturating_sub(1)
+    );
+    Dispatch {
+        wgsl: s,
+        groups,
+        reads: vec![Bind::In(0), Bind::In(1), Bind::In(2), Bind::In(3)],
+        writes: vec![Bind::Out(0)],
+    }
+}
