@@ -80,8 +80,8 @@ fn rms_norms_are_one_dispatch_each(gpu: &Gpu) {
 /// input, per-token position ids, and a 3-D interleaved partial rotation; one dispatch each.
 fn rotary_embedding_is_one_dispatch(gpu: &Gpu) {
     // (x shape, position_ids shape, rotary_embedding_dim, num_heads, interleaved)
-    type Case = (Vec<usize>, Vec<usize>, i64, i64, bool);
-    let cases: Vec<Case> = vec![
+    type RotaryCase = (Vec<usize>, Vec<usize>, i64, i64, bool);
+    let cases: Vec<RotaryCase> = vec![
         (vec![2, 3, 5, 8], vec![1], 0, 0, false),
         (vec![2, 3, 5, 8], vec![2, 5], 0, 0, false),
         (vec![2, 5, 24], vec![2, 5], 4, 3, true),
