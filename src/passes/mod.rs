@@ -17,6 +17,7 @@ pub mod fuse_gelu;
 pub mod fuse_gemm_activation;
 pub mod fuse_hard_swish;
 pub mod fuse_layer_norm;
+pub mod fuse_mha;
 pub mod fuse_pad_conv;
 pub mod fuse_quick_gelu;
 pub mod fuse_rms_norm;
@@ -63,6 +64,7 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &fuse_hard_swish::FuseHardSwish,
     &fuse_rotary::FuseRotary,
     &fuse_attention::FuseAttention,
+    &fuse_mha::FuseMultiHeadAttention,
     &fuse_pad_conv::FusePadConv,
     &fuse_conv_batchnorm::FuseConvBatchNorm,
     &fuse_gemm_activation::FuseGemmActivation,

@@ -1,0 +1,279 @@
+//! Decoder self-attention with rotary q (Llama, Qwen, Mistral exports, legacy and dynamo; grouped
+//! key/value heads included) → com.microsoft.MultiHeadAttention, after `rotary` has fused q's and
+//! k's RoPE.
+//!
+//! ```text
+//!   before                                                            after
+//!
+//!   q2 ─► Reshape [.., N, D] ─► Transpose(0,2,1,3) ─► RotaryEmbedding ─┐   q2 ─► RotaryEmbedding(num_heads N)
+//!   k4 [B, N, L, D] ─► Transpose(0,1,3,2) ───────────────────────── MatMul      ─► MultiHeadAttention(q, k4, v4,
+//!        ─► Mul(scale) ─► Add(mask) ─► Softmax(-1) ─► MatMul(·, v4)                attention_bias = mask) ─► y
+//!        ─► Transpose(0,2,1,3) ─► Reshape [.., N·D] ─► y
+//! ```
+//! k4 and v4 are whatever the model feeds the score and context MatMuls, heads-first with N heads
+//! (after transformers' repeat_kv Unsqueeze/Expand/Reshape for grouped heads): MultiHeadAttention
+//! takes them as they are. The mask is added to the scores as the op's `attention_bias`, so any
+//! mask keeps its meaning (causal, padding on either side, none) with nothing to prove. q's
+//! rotary moves onto the 3-D projection, where the op wants its query.
+//!
+//! Guards: every removed intermediate is single-use; the Transposes have exactly those perms; q2
+//! is `[d0, d1, N·D]` and the Reshapes go to `[d0, d1, N, D]` and back to `[d0, d1, N·D]` (the
+//! same dims); k4 and v4 are 4-D with N heads of D; the scale is a rank-0 constant (Mul, or Div
+//! by its inverse) or absent (1); the mask is a 4-D float32 `[B or 1, 1 or N, S, L]`; Softmax
+//! normalizes the last axis (opset ≥ 13); everything is float32.
+
+use crate::ir::model::MS_DOMAIN;
+use crate::ir::types::{Dim, TensorType};
+use crate::ir::{Model, Node, NodeId, ValueId};
+use crate::passes::matchers::{
+    fresh_node_name, produced_by, require_f32, scalar_constant, sole_consumer,
+};
+use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
+use crate::tensor::DType;
+
+pub struct FuseMultiHeadAttention;
+
+impl Rule for FuseMultiHeadAttention {
+    fn name(&self) -> &'static str {
+        "multi_head_attention"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Fusion
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["Softmax"])
+    }
+
+    fn propose(&self, model: &Model, id: NodeId) -> Proposal {
+        let g = &model.graph;
+        // Only scores whose query is a fused rotary start the pattern (the `attention` rule owns
+        // the forms without RoPE).
+        let Some(scores) = scores_matmul(model, g.node(id)) else {
+            return Proposal::NoMatch;
+        };
+        let rotary_q = g.node(scores.1).input(0).and_then(|q| {
+            let n = g.node(g.producer(q)?);
+            (n.op_type == "RotaryEmbedding" && n.domain == MS_DOMAIN).then_some(())
+        });
+        if rotary_q.is_none() {
+            return Proposal::NoMatch;
+        }
+        Proposal::from(fuse(model, id, scores).map(Some))
+    }
+}
+
+/// What sits between the score MatMul and the Softmax: the mask, the scale, their nodes.
+struct Scores {
+    mask: Option<ValueId>,
+    scale: f64,
+    between: Vec<NodeId>,
+}
+
+/// The score path `MatMul [→ Mul(c) | Div(c)] [→ Add(mask)] → softmax`: (scores, MatMul id).
+fn scores_matmul(model: &Model, sm: &Node) -> Option<(Scores, NodeId)> {
+    let g = &model.graph;
+    let mut v = sm.input(0)?;
+    let mut s = Scores {
+        mask: None,
+        scale: 1.0,
+        between: Vec::new(),
+    };
+    if let Some((id, add)) = produced_by(g, v, "Add") {
+        // The scores side is the one computed by Mul/Div/MatMul; the other is the mask.
+        let scored = |x: ValueId| {
+            g.producer(x)
+                .is_some_and(|p| ["Mul", "Div", "MatMul"].iter().any(|o| g.node(p).is(o)))
+        };
+        let (a, b) = (add.input(0)?, add.input(1)?);
+        let (sc, mask) = if scored(a) { (a, b) } else { (b, a) };
+        s.mask = Some(mask);
+        s.between.push(id);
+        v = sc;
+    }
+    for op in ["Mul", "Div"] {
+        if let Some((id, n)) = produced_by(g, v, op) {
+            let (a, b) = (n.input(0)?, n.input(1)?);
+            let (x, c) = match (scalar_constant(model, a), scalar_constant(model, b)) {
+                (_, Some(c)) => (a, c),
+                (Some(c), None) if op == "Mul" => (b, c),
+                _ => return None,
+            };
+            s.scale = if op == "Mul" { c } else { 1.0 / c };
+            s.between.push(id);
+            v = x;
+            break;
+        }
+    }
+    let (mm, _) = produced_by(g, v, "MatMul")?;
+    Some((s, mm))
+}
+
+/// The single reader of `v` when it is a default-domain `op`, with its output.
+fn next(model: &Model, v: ValueId, op: &str) -> Result<(NodeId, ValueId), String> {
+    let g = &model.graph;
+    let id = sole_consumer(g, v)?;
+    let n = g.node(id);
+    match n.output(0) {
+        Some(o) if n.is(op) => Ok((id, o)),
+        _ => Err(format!("'{}' feeds {}, not {op}", g.name(v), n.op_type)),
+    }
+}
+
+fn perm_is(n: &Node, want: &[i64]) -> bool {
+    n.attr_ints("perm") == Some(want)
+}
+
+fn dims(model: &Model, v: ValueId) -> Option<Vec<Dim>> {
+    model.graph.value(v).ty.shape.clone()
+}
+
+fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Result<Patch, String> {
+    let g = &model.graph;
+    let sm = g.node(sm_id);
+    let opset = model.opset("").unwrap_or(1);
+    let axis = sm
+        .attr_int("axis")
+        .unwrap_or(if opset >= 13 { -1 } else { 1 });
+    if opset < 13 || !(axis == -1 || axis == 3) {
+        return Err("Softmax does not normalize the last axis (opset >= 13)".into());
+    }
+    let mut remove = vec![sm_id, mm_id];
+    remove.extend(&scores.between);
+    // Each step from the MatMul to the Softmax is single-use.
+    let mm = g.node(mm_id);
+    let mut v = mm.output(0).ok_or("MatMul has no output")?;
+    for &id in scores.between.iter().rev() {
+        if sole_consumer(g, v)? != id {
+            return Err(format!("'{}' is read elsewhere", g.name(v)));
+        }
+        v = g.node(id).output(0).ok_or("no output")?;
+    }
+    if sole_consumer(g, v)? != sm_id {
+        return Err(format!("'{}' is read elsewhere", g.name(v)));
+    }
+
+    // q: RotaryEmbedding(Transpose(Reshape(q2))).
+    let q4 = mm.input(0).ok_or("MatMul has no input")?;
+    let rot_id = g.producer(q4).ok_or("no rotary")?;
+    let rot = g.node(rot_id);
+    let qh = rot.input(0).ok_or("RotaryEmbedding has no input")?;
+    let (qt_id, qt) =
+        produced_by(g, qh, "Transpose").ok_or("the rotary's input is not a Transpose")?;
+    if !perm_is(qt, &[0, 2, 1, 3]) {
+        return Err("the query Transpose is not (0, 2, 1, 3)".into());
+    }
+    let qr = qt.input(0).ok_or("Transpose has no input")?;
+    let (qr_id, qr_n) = produced_by(g, qr, "Reshape").ok_or("the query heads are not a Reshape")?;
+    let q2 = qr_n.input(0).ok_or("Reshape has no input")?;
+    for (val, id) in [(q4, mm_id), (qh, rot_id), (qr, qt_id)] {
+        if sole_consumer(g, val)? != id {
+            return Err(format!("'{}' is read elsewhere", g.name(val)));
+        }
+    }
+    let (heads, head) = match (dims(model, q2).as_deref(), dims(model, qr).as_deref()) {
+        (Some([a, b, Dim::Known(h)]), Some([c, d, Dim::Known(n), Dim::Known(hd)]))
+            if a == c
+                && b == d
+                && *n * *hd == *h
+                && !matches!(a, Dim::Unknown)
+                && !matches!(b, Dim::Unknown) =>
+        {
+            (*n, *hd)
+        }
+        _ => {
+            return Err(format!(
+                "the query heads are not [d0, d1, N, D] of a [d0, d1, N·D] projection ({} -> {})",
+                g.value(q2).ty,
+                g.value(qr).ty
+            ))
+        }
+    };
+    require_f32(g, q2)?;
+    remove.extend([rot_id, qt_id, qr_id]);
+
+    // k4 through Transpose(0, 1, 3, 2); v4 from the context MatMul.
+    let kt = mm.input(1).ok_or("MatMul has no second input")?;
+    let (kt_id, kt_n) = produced_by(g, kt, "Transpose").ok_or("the keys are not transposed")?;
+    if !perm_is(kt_n, &[0, 1, 3, 2]) || sole_consumer(g, kt)? != mm_id {
+        return Err("the keys are not a single-use Transpose (0, 1, 3, 2)".into());
+    }
+    let k4 = kt_n.input(0).ok_or("Transpose has no input")?;
+    let probs = sm.output(0).ok_or("Softmax has no output")?;
+    let (ctx_id, ctx) = next(model, probs, "MatMul")?;
+    let ctx_n = g.node(ctx_id);
+    if ctx_n.input(0) != Some(probs) {
+        return Err("the probabilities are not the context MatMul's first input".into());
+    }
+    let v4 = ctx_n.input(1).ok_or("MatMul has no second input")?;
+    for (what, x) in [("key", k4), ("value", v4)] {
+        let ok = matches!(dims(model, x).as_deref(),
+            Some([_, Dim::Known(n), _, Dim::Known(d)]) if *n == heads && *d == head);
+        if !ok {
+            return Err(format!(
+                "the {what} '{}' {} is not heads-first [B, {heads}, L, {head}]",
+                g.name(x),
+                g.value(x).ty
+            ));
+        }
+        require_f32(g, x)?;
+    }
+    let (ct_id, ct) = next(model, ctx, "Transpose")?;
+    if !perm_is(g.node(ct_id), &[0, 2, 1, 3]) {
+        return Err("the context Transpose is not (0, 2, 1, 3)".into());
+    }
+    let (out_id, y) = next(model, ct, "Reshape")?;
+    let merged = matches!((dims(model, q2).as_deref(), dims(model, y).as_deref()),
+        (Some(q), Some(o)) if q == o);
+    if !merged {
+        return Err(format!(
+            "the merged heads {} are not the query projection's shape {}",
+            g.value(y).ty,
+            g.value(q2).ty
+        ));
+    }
+    remove.extend([kt_id, ctx_id, ct_id, out_id]);
+    if let Some(mask) = scores.mask {
+        let ty = &g.value(mask).ty;
+        let ok = ty.dtype == Some(DType::F32)
+            && matches!(ty.shape.as_deref(),
+                Some([_, Dim::Known(h), _, _]) if *h == 1 || *h == heads);
+        if !ok {
+            return Err(format!(
+                "the mask '{}' {ty} is not a float32 [B or 1, 1 or {heads}, S, L] attention bias",
+                g.name(mask)
+            ));
+        }
+    }
+    if !scores.scale.is_finite() {
+        return Err(format!("scale {} is not finite", scores.scale));
+    }
+
+    let mut patch = Patch {
+        remove,
+        opsets: vec![(MS_DOMAIN.to_string(), 1)],
+        ..Default::default()
+    };
+    let q3_ty = TensorType {
+        dtype: Some(DType::F32),
+        shape: dims(model, q2),
+    };
+    let q3 = patch.new_value(&g.fresh_name(&format!("{}_rotary", g.name(q2))), q3_ty);
+    let mut rope: NewNode = rot.clone().into();
+    rope.name = fresh_node_name(g, &format!("{}_3d", rot.label(rot_id)));
+    rope.inputs[0] = Some(q2.into());
+    rope.outputs = vec![Some(q3)];
+    rope.set_attr(crate::ir::attr::int("num_heads", heads));
+    let mut mha = NewNode::new("MultiHeadAttention", MS_DOMAIN);
+    mha.name = fresh_node_name(g, &format!("{}_MultiHeadAttention", g.name(y)));
+    mha.inputs = vec![Some(q3), Some(k4.into()), Some(v4.into())];
+    if let Some(mask) = scores.mask {
+        mha.inputs.extend([None, None, Some(mask.into())]);
+    }
+    mha.outputs = vec![Some(y.into())];
+    mha.set_attr(crate::ir::attr::int("num_heads", heads));
+    mha.set_attr(crate::ir::attr::float("scale", scores.scale as f32));
+    patch.add.extend([rope, mha]);
+    Ok(patch)
+}
