@@ -126,6 +126,45 @@ fn rotary_embedding_is_one_dispatch(gpu: &Gpu) {
     }
 }
 
+/// MultiHeadAttention as `multi_head_attention` emits it (query [B, S, N·D], heads-first key and
+/// value, an additive bias with a fully masked row): one dispatch, with and without the bias.
+fn multi_head_attention_is_one_dispatch(gpu: &Gpu) {
+    for (bias_shape, name) in [(Some([2, 1, 5, 6]), "bias"), (None, "none")] {
+        let mut b = GraphBuilder::new("g", 17);
+        b.import("com.microsoft", 1);
+        let q = f32_in(&mut b, "q", &[2, 5, 12]);
+        let k = f32_in(&mut b, "k", &[2, 3, 6, 4]);
+        let v = f32_in(&mut b, "v", &[2, 3, 6, 4]);
+        let mut ins = vec![Some(q), Some(k), Some(v)];
+        let mut feeds = vec![
+            ("q", seeded_f32(&[2, 5, 12], 41)),
+            ("k", seeded_f32(&[2, 3, 6, 4], 42)),
+            ("v", seeded_f32(&[2, 3, 6, 4], 43)),
+        ];
+        if let Some(shape) = bias_shape {
+            let m = f32_in(&mut b, "m", &shape);
+            ins.extend([None, None, Some(m)]);
+            let low = f32::MIN;
+            let vals: Vec<f32> = (0..60)
+                .map(|i| if i < 6 || i % 7 == 3 { low } else { 0.0 })
+                .collect();
+            feeds.push((
+                "m",
+                Tensor::F32(ArrayD::from_shape_vec(IxDyn(&shape), vals).unwrap()),
+            ));
+        }
+        let y = b.node(
+            "com.microsoft",
+            "MultiHeadAttention",
+            &ins,
+            1,
+            vec![attr::int("num_heads", 3), attr::float("scale", 0.4)],
+        );
+        b.output(y[0], "y");
+        assert_eq!(check(gpu, &b.build(), &feeds, 2e-6), 1, "{name}");
+    }
+}
+
 /// Runs `m` on both backends with `inputs` and asserts every output within `tol`, relative for
 /// large values (|gpu - reference| <= tol · (1 + |reference|)); returns the dispatch count.
 fn check(gpu: &Gpu, m: &Model, inputs: &[(&str, Tensor)], tol: f64) -> usize {
@@ -1068,6 +1107,10 @@ const CASES: &[Case] = &[
     (
         "rotary_embedding_is_one_dispatch",
         rotary_embedding_is_one_dispatch,
+    ),
+    (
+        "multi_head_attention_is_one_dispatch",
+        multi_head_attention_is_one_dispatch,
     ),
     (
         "gelus_and_add_eyelike_are_one_dispatch_each",

@@ -29,14 +29,18 @@
 //! [B, S, Hq·D]. Rotary embedding, quantized caches and the other refused inputs are errors
 //! naming them.
 //!
-//! Element types: float32 (float16/bfloat16 arrive widened to float32) and float64.
+//! Element types: float32 (float16/bfloat16 arrive widened to float32) and float64. On WebGPU,
+//! MultiHeadAttention in the form `multi_head_attention` emits (3-D query, heads-first key and
+//! value, optional attention_bias) is one float32 dispatch (`wgsl::mha_core`).
 
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{bits, check_out, input, opt_input};
+use super::lowering::{run, Lowered, NodeCtx, Ty};
 use super::sdpa::{
     attend, concat_seq, data, elems, merge_heads, split_heads, wrap, AttnFloat, Capture, Dims,
 };
+use super::wgsl;
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::tensor::Tensor;
@@ -226,6 +230,55 @@ impl Op for MultiHeadAttention {
             Tensor::F64(_) => mha::<f64>(ctx, inputs),
             t => Err(format!("{MHA}: query must be float, got {}", t.dtype())),
         }
+    }
+    /// One dispatch (`wgsl::mha_core`) for the form `multi_head_attention` emits: query
+    /// [B, S, N·D], heads-first key/value, an optional attention_bias, float32, nothing else.
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        const OP: &str = "MultiHeadAttention";
+        let n = self
+            .num_heads
+            .filter(|&n| n > 0)
+            .ok_or("num_heads is required")? as usize;
+        let others = [3, 4, 6, 7, 8, 9].iter().any(|&i| c.has_input(i));
+        if others || (1..4).any(|o| c.has_out(o)) || self.unidirectional != 0 {
+            return Err(format!(
+                "{OP} on webgpu takes query, heads-first key/value and attention_bias only"
+            ));
+        }
+        if c.ty(0)? != Ty::F32 {
+            return Err(format!("{OP} is float32-only on webgpu"));
+        }
+        let (q, k, v) = (&c.input(0)?.shape, &c.input(1)?.shape, &c.input(2)?.shape);
+        let (&[b, s, w], &[kb, kn, l, d], &[vb, vn, vl, dv]) = (&q[..], &k[..], &v[..]) else {
+            return Err(format!("{OP} on webgpu needs heads-first key and value"));
+        };
+        if w != n * d || (kb, kn) != (b, n) || (vb, vn, vl) != (b, n, l) {
+            return Err(format!("{OP}: shapes {q:?}, {k:?}, {v:?} do not agree"));
+        }
+        let bias = match c.input(5).ok().map(|i| &i.shape[..]) {
+            None => None,
+            Some(&[bb, bn, bs, bl])
+                if (bb == 1 || bb == b) && (bn == 1 || bn == n) && (bs, bl) == (s, l) =>
+            {
+                Some((bb, bn))
+            }
+            Some(other) => return Err(format!("{OP}: attention_bias {other:?} does not fit")),
+        };
+        let scale = if self.scale == 0.0 {
+            1.0 / (d as f32).sqrt()
+        } else {
+            self.scale
+        };
+        run(wgsl::mha_core(&wgsl::MhaCore {
+            batch: b,
+            seq: s,
+            kv_seq: l,
+            heads: n,
+            head_dim: d,
+            v_dim: dv,
+            scale,
+            bias,
+        })?)
     }
 }
 

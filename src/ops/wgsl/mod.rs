@@ -12,8 +12,8 @@ mod transformer;
 
 pub use matmul::{matmul, MatMul, SMALL_M};
 pub use transformer::{
-    attention_core, embed_layer_norm, layer_norm, rotary, AttentionCore, Embed, LayerNorm, Rotary,
-    MAX_ATTENTION_SEQ,
+    attention_core, embed_layer_norm, layer_norm, mha_core, rotary, AttentionCore, Embed,
+    LayerNorm, MhaCore, Rotary, MAX_ATTENTION_SEQ,
 };
 
 /// Threads per workgroup of the one-thread-per-element kernels and the row reductions.

@@ -339,3 +339,63 @@ pub fn rotary(p: &Rotary) -> Dispatch {
         writes: vec![Bind::Out(0)],
     }
 }
+
+/// MultiHeadAttention's core for query `[B, S, N·D]` and heads-first key `[B, N, L, D]` and
+/// value `[B, N, L, Dv]` (the form `multi_head_attention` emits): one workgroup per (batch, head,
+/// query), scores in workgroup memory (scaled, plus the additive `bias` `[B or 1, N or 1, S, L]`
+/// when bound), softmax, and the weighted sum of value rows into `[B, S, N·Dv]`.
+pub struct MhaCore {
+    pub batch: usize,
+    pub seq: usize,
+    pub kv_seq: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub v_dim: usize,
+    pub scale: f32,
+    /// The bias's batch and head dims (each 1 or the full size), when there is one.
+    pub bias: Option<(usize, usize)>,
+}
+
+pub fn mha_core(p: &MhaCore) -> Result<Dispatch, String> {
+    let (s, l, n, d, dv) = (p.seq, p.kv_seq, p.heads, p.head_dim, p.v_dim);
+    if l > MAX_ATTENTION_SEQ {
+        return Err(format!(
+            "key sequence {l} is longer than the webgpu attention kernel's {MAX_ATTENTION_SEQ}"
+        ));
+    }
+    let mut src = String::new();
+    let mut reads = vec![Ty::F32, Ty::F32, Ty::F32];
+    if p.bias.is_some() {
+        reads.push(Ty::F32);
+    }
+    bindings(&mut src, &reads, &[Ty::F32]);
+    reduce_fn(&mut src);
+    let _ = writeln!(src, "var<workgroup> sc: array<f32, {}>;", l.max(1));
+    let groups = row_kernel(&mut src, p.batch * n * s);
+    let mut extra = String::new();
+    if let Some((bb, bn)) = p.bias {
+        let b = if bb == 1 { "0u" } else { "b" };
+        let h = if bn == 1 { "0u" } else { "hd" };
+        let _ = writeln!(
+            extra,
+            "    x = x + in3[(({b} * {bn}u + {h}) * {s}u + q) * {l}u + j];"
+        );
+    }
+    let _ = writeln!(
+        src,
+        "  let q = r % {s}u;\n  let hd = (r / {s}u) % {n}u;\n  let b = r / ({s}u * {n}u);\n  let qrow = (b * {s}u + q) * {nd}u + hd * {d}u;\n  let kbase = (b * {n}u + hd) * {l}u;\n  var m = -3.4028234663852886e38;\n  for (var j = l; j < {l}u; j = j + {WG}u) {{\n    var x = 0.0;\n    for (var t = 0u; t < {d}u; t = t + 1u) {{ x = x + in0[qrow + t] * in1[(kbase + j) * {d}u + t]; }}\n    x = x * {scale};\n{extra}    sc[j] = x;\n    m = max(m, x);\n  }}\n  m = wg_max(m, l);\n  var total = 0.0;\n  for (var j = l; j < {l}u; j = j + {WG}u) {{ let e = exp(sc[j] - m); sc[j] = e; total = total + e; }}\n  total = wg_sum(total, l);\n  for (var t = l; t < {dv}u; t = t + {WG}u) {{\n    var acc = 0.0;\n    for (var j = 0u; j < {l}u; j = j + 1u) {{ acc = acc + sc[j] * in2[(kbase + j) * {dv}u + t]; }}\n    out0[(b * {s}u + q) * {ndv}u + hd * {dv}u + t] = acc / total;\n  }}\n}}",
+        nd = n * d,
+        ndv = n * dv,
+        scale = lit(p.scale)?,
+    );
+    let mut binds = vec![Bind::In(0), Bind::In(1), Bind::In(2)];
+    if p.bias.is_some() {
+        binds.push(Bind::In(5));
+    }
+    Ok(Dispatch {
+        wgsl: src,
+        groups,
+        reads: binds,
+        writes: vec![Bind::Out(0)],
+    })
+}
