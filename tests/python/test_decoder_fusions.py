@@ -1,12 +1,14 @@
-"""The `rotary` fusion (rotate-half RoPE → com.microsoft.RotaryEmbedding) with onnxruntime as the
-client, on our Llama / Qwen / Phi exports: q and k of both layers fuse (Phi's partial rotary on its
-sliced q/k), and onnxruntime (CPU) runs the optimized model within 1e-4 of the original at several
-batch × seq sizes, left padding included (the caches are the model's own per-token tables, so the
-positions never need to be right-padded).
+"""The decoder fusions with onnxruntime as the client, on our Llama / Qwen / Phi exports: `rotary`
+(rotate-half RoPE → com.microsoft.RotaryEmbedding; q and k of both layers, Phi's partial rotary on
+its sliced q/k) and `multi_head_attention` (the attention of every Llama/Qwen layer →
+com.microsoft.MultiHeadAttention, its mask as attention_bias). onnxruntime (CPU) runs the optimized
+model within 1e-4 of the original at several batch × seq sizes, left padding included (the rotary
+caches are the model's own per-token tables and the mask keeps its meaning, so nothing assumes right
+padding).
 
 Run from the repository root:
 
-    FUSELAB_BIN=$PWD/target/release/fuselab .venv/bin/python -m pytest -q tests/python/test_rotary_fusion.py
+    FUSELAB_BIN=$PWD/target/release/fuselab .venv/bin/python -m pytest -q tests/python/test_decoder_fusions.py
 """
 from __future__ import annotations
 
@@ -23,13 +25,16 @@ DECODERS = ["llama_gqa_tiny", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4", "q
 
 
 @pytest.mark.parametrize("stem", DECODERS)
-def test_rotary_of_q_and_k_fuses_and_runs_in_onnxruntime(fuselab, tmp_path, stem):
+def test_rotary_and_attention_fuse_and_run_in_onnxruntime(fuselab, tmp_path, stem):
     src = REPO / "tests" / "models" / "zoo" / f"{stem}.onnx"
     out = tmp_path / "out.onnx"
     fuselab.ok("optimize", src, "-o", out)
     ops = collections.Counter(n.op_type for n in onnx.load(str(out)).graph.node)
     assert ops["RotaryEmbedding"] == 4, ops
     assert ops["Neg"] == 0, ops
+    # Phi's partial rotary leaves q as Concat(rotated, pass-through): its attention is not fused.
+    want_mha = 0 if stem == "phi_tiny" else 2
+    assert ops["MultiHeadAttention"] == want_mha and ops["Softmax"] == 2 - want_mha, ops
     a = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
     b = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     names = {i.name for i in a.get_inputs()}
