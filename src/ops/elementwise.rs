@@ -74,12 +74,37 @@ trait BinOp {
     const NAME: &'static str;
     /// Integer division by zero has no value: reject it before computing.
     const REJECT_INT_ZERO_DIVISOR: bool = false;
+    /// The same op as a value, for the element types that share one loop (`arith`).
+    const KIND: Arith;
     fn apply<T: Num>(a: T, b: T) -> T;
+}
+
+/// The four arithmetic ops as a runtime value: float64 and the integer types run one loop for
+/// all four (a branch per element), float32 one loop per op (its hot path, branch-free).
+#[derive(Clone, Copy)]
+enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl Arith {
+    #[inline(always)]
+    fn apply<T: Num>(self, a: T, b: T) -> T {
+        match self {
+            Arith::Add => a.wadd(b),
+            Arith::Sub => a.wsub(b),
+            Arith::Mul => a.wmul(b),
+            Arith::Div => a.wdiv(b),
+        }
+    }
 }
 
 struct AddOp;
 impl BinOp for AddOp {
     const NAME: &'static str = "Add";
+    const KIND: Arith = Arith::Add;
     #[inline(always)]
     fn apply<T: Num>(a: T, b: T) -> T {
         a.wadd(b)
@@ -89,6 +114,7 @@ impl BinOp for AddOp {
 struct SubOp;
 impl BinOp for SubOp {
     const NAME: &'static str = "Sub";
+    const KIND: Arith = Arith::Sub;
     #[inline(always)]
     fn apply<T: Num>(a: T, b: T) -> T {
         a.wsub(b)
@@ -98,6 +124,7 @@ impl BinOp for SubOp {
 struct MulOp;
 impl BinOp for MulOp {
     const NAME: &'static str = "Mul";
+    const KIND: Arith = Arith::Mul;
     #[inline(always)]
     fn apply<T: Num>(a: T, b: T) -> T {
         a.wmul(b)
@@ -107,6 +134,7 @@ impl BinOp for MulOp {
 struct DivOp;
 impl BinOp for DivOp {
     const NAME: &'static str = "Div";
+    const KIND: Arith = Arith::Div;
     const REJECT_INT_ZERO_DIVISOR: bool = true;
     #[inline(always)]
     fn apply<T: Num>(a: T, b: T) -> T {
@@ -114,16 +142,18 @@ impl BinOp for DivOp {
     }
 }
 
-fn arith_typed<O: BinOp, T: Num>(
+/// float64 and the integer types: one loop for all four ops (not generic in the op).
+fn arith_shared<T: Num>(
     ctx: &KernelCtx,
+    (name, op, reject_zero): (&str, Arith, bool),
     a: &ArrayD<T>,
     b: &ArrayD<T>,
 ) -> Result<ArrayD<T>, String> {
     // Every divisor element is used unless `a` is empty.
-    if O::REJECT_INT_ZERO_DIVISOR && T::IS_INT && !a.is_empty() && b.iter().any(|&v| v == T::ZERO) {
-        return Err(format!("{}: integer division by zero", O::NAME));
+    if reject_zero && T::IS_INT && !a.is_empty() && b.iter().any(|&v| v == T::ZERO) {
+        return Err(format!("{name}: integer division by zero"));
     }
-    binary_map(ctx, O::NAME, a, b, O::apply::<T>)
+    binary_map(ctx, name, a, b, move |x, y| op.apply(x, y))
 }
 
 /// Opsets before 7 broadcast by `broadcast`/`axis` attributes (axis-aligned, not numpy's
@@ -309,13 +339,14 @@ pub fn is_inf(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 }
 
 fn arith<O: BinOp>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
+    let shared = (O::NAME, O::KIND, O::REJECT_INT_ZERO_DIVISOR);
     let a = input(O::NAME, inputs, 0)?;
     let b = input(O::NAME, inputs, 1)?;
     let out = match (a, b) {
-        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(arith_typed::<O, f32>(ctx, a, b)?),
-        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(arith_typed::<O, f64>(ctx, a, b)?),
-        (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(arith_typed::<O, i32>(ctx, a, b)?),
-        (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(arith_typed::<O, i64>(ctx, a, b)?),
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(binary_map(ctx, O::NAME, a, b, O::apply)?),
+        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(arith_shared(ctx, shared, a, b)?),
+        (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(arith_shared(ctx, shared, a, b)?),
+        (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(arith_shared(ctx, shared, a, b)?),
         (a, b) if a.dtype() == b.dtype() => return Err(unsupported_type(O::NAME, a.dtype())),
         (a, b) => return Err(type_mismatch(O::NAME, a.dtype(), b.dtype())),
     };

@@ -142,7 +142,7 @@ fn downcast<T: Op>(op: &dyn Op) -> Result<&T, String> {
     let any: &dyn Any = op;
     any.downcast_ref::<T>().ok_or_else(|| {
         format!(
-            "internal: kernel for {} given a node parsed as {op:?}",
+            "internal: kernel for {} given a node parsed as another op",
             std::any::type_name::<T>()
         )
     })
@@ -155,7 +155,7 @@ pub type KernelResult = Result<Vec<Tensor>, String>;
 pub type Kernel = fn(&KernelCtx, &[Option<&Tensor>]) -> KernelResult;
 
 /// One operator with its attributes parsed for one node: everything each layer needs to know.
-pub trait Op: Any + Debug + Send + Sync {
+pub trait Op: Any + Send + Sync {
     /// Output types and shapes, as far as they are statically known (unknown parts stay
     /// `None`/`Dim::Unknown`; never wrong).
     fn infer(&self, cx: &InferCx) -> Vec<TensorType>;
