@@ -9,7 +9,7 @@ use crate::limits::Limits;
 use crate::passes::{rules, Engine, Rule, ALL_RULES, BACKEND_LOWERING_RULES};
 use crate::report::{self, OptimizeReport};
 use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
-use crate::runtime::parity::compare;
+use crate::runtime::parity::{compare, model_tolerance};
 use crate::runtime::reference::Executor;
 use crate::{Error, Result};
 
@@ -63,8 +63,9 @@ pub struct OptimizeOptions {
     pub rules: Vec<String>,
     /// Compare outputs of original vs optimized (needs every op on the reference backend).
     pub parity: bool,
-    /// Largest max-abs-diff accepted per output; `None`: by the output's element type
-    /// (`parity::default_tolerance`: 1e-4, float16/bfloat16 2e-2).
+    /// Largest max-abs-diff accepted per output; `None`: 2e-2 for a model that computes in
+    /// float16/bfloat16 anywhere, else by the output's element type (`parity::model_tolerance`,
+    /// `parity::default_tolerance`: 1e-4, float16/bfloat16 2e-2).
     pub tolerance: Option<f64>,
     /// Sizes of symbolic input dims for the parity inputs. Never changes the saved model.
     pub dims: HashMap<String, usize>,
@@ -152,7 +153,8 @@ pub fn optimize_with(
         let b = Executor::new(&optimized, lim)
             .and_then(|ex| ex.run(&inputs))
             .map_err(|e| Error::Other(format!("parity check: optimized model: {e}")))?;
-        Some(compare(&a, &b, opts.tolerance))
+        let tolerance = opts.tolerance.or_else(|| model_tolerance(original));
+        Some(compare(&a, &b, tolerance))
     } else {
         None
     };

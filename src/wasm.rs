@@ -62,8 +62,8 @@ pub struct OptimizeOptions {
     pub fix_dims: HashMap<String, i64>,
     /// Compare original and optimized outputs (default true).
     pub parity: Option<bool>,
-    /// Largest allowed absolute output difference, for every output (default: by the output's
-    /// element type, 1e-4, float16/bfloat16 2e-2).
+    /// Largest allowed absolute output difference, for every output (default: 2e-2 for a model
+    /// that computes in float16/bfloat16, else 1e-4).
     pub tolerance: Option<f64>,
     pub seed: u64,
 }

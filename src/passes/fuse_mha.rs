@@ -25,6 +25,8 @@
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
 use crate::ir::{Model, Node, NodeId, ValueId};
+use crate::ops::reduce::Softmax;
+use crate::ops::shape_ops::Transpose;
 use crate::passes::matchers::{
     fresh_node_name, produced_by, require_f32, scalar_constant, sole_consumer,
 };
@@ -121,8 +123,8 @@ fn next(model: &Model, v: ValueId, op: &str) -> Result<(NodeId, ValueId), String
     }
 }
 
-fn perm_is(n: &Node, want: &[i64]) -> bool {
-    n.attr_ints("perm") == Some(want)
+fn perm_is(model: &Model, n: &Node, want: &[i64]) -> bool {
+    crate::ops::attrs_of::<Transpose>(model, n).and_then(|t| t.perm.as_deref()) == Some(want)
 }
 
 fn dims(model: &Model, v: ValueId) -> Option<Vec<Dim>> {
@@ -132,11 +134,9 @@ fn dims(model: &Model, v: ValueId) -> Option<Vec<Dim>> {
 fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Result<Patch, String> {
     let g = &model.graph;
     let sm = g.node(sm_id);
-    let opset = model.opset("").unwrap_or(1);
-    let axis = sm
-        .attr_int("axis")
-        .unwrap_or(if opset >= 13 { -1 } else { 1 });
-    if opset < 13 || !(axis == -1 || axis == 3) {
+    let last = crate::ops::attrs_of::<Softmax>(model, sm)
+        .is_some_and(|a| !a.coerce_2d && (a.axis == -1 || a.axis == 3));
+    if !last {
         return Err("Softmax does not normalize the last axis (opset >= 13)".into());
     }
     let mut remove = vec![sm_id, mm_id];
@@ -161,7 +161,7 @@ fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Resu
     let qh = rot.input(0).ok_or("RotaryEmbedding has no input")?;
     let (qt_id, qt) =
         produced_by(g, qh, "Transpose").ok_or("the rotary's input is not a Transpose")?;
-    if !perm_is(qt, &[0, 2, 1, 3]) {
+    if !perm_is(model, qt, &[0, 2, 1, 3]) {
         return Err("the query Transpose is not (0, 2, 1, 3)".into());
     }
     let qr = qt.input(0).ok_or("Transpose has no input")?;
@@ -196,7 +196,7 @@ fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Resu
     // k4 through Transpose(0, 1, 3, 2); v4 from the context MatMul.
     let kt = mm.input(1).ok_or("MatMul has no second input")?;
     let (kt_id, kt_n) = produced_by(g, kt, "Transpose").ok_or("the keys are not transposed")?;
-    if !perm_is(kt_n, &[0, 1, 3, 2]) || sole_consumer(g, kt)? != mm_id {
+    if !perm_is(model, kt_n, &[0, 1, 3, 2]) || sole_consumer(g, kt)? != mm_id {
         return Err("the keys are not a single-use Transpose (0, 1, 3, 2)".into());
     }
     let k4 = kt_n.input(0).ok_or("Transpose has no input")?;
@@ -220,7 +220,7 @@ fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Resu
         require_f32(g, x)?;
     }
     let (ct_id, ct) = next(model, ctx, "Transpose")?;
-    if !perm_is(g.node(ct_id), &[0, 2, 1, 3]) {
+    if !perm_is(model, g.node(ct_id), &[0, 2, 1, 3]) {
         return Err("the context Transpose is not (0, 2, 1, 3)".into());
     }
     let (out_id, y) = next(model, ct, "Reshape")?;

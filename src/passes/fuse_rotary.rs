@@ -96,6 +96,13 @@ fn slice_params(model: &Model, n: &Node) -> Option<(i64, i64, i64, i64)> {
     Some((axis, start, end, step))
 }
 
+/// A Concat's axis (an impossible one when it has none: the kernel refuses such a node).
+fn concat_axis(model: &Model, n: &Node) -> i64 {
+    crate::ops::attrs_of::<crate::ops::concat::Concat>(model, n)
+        .and_then(|c| c.axis)
+        .unwrap_or(i64::MIN)
+}
+
 /// The single reader of `v`, when it is a default-domain `op`.
 fn sole_reader<'a>(model: &'a Model, v: ValueId, op: &str) -> Result<(NodeId, &'a Node), String> {
     let g = &model.graph;
@@ -146,7 +153,7 @@ fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {
     }
     let nx2 = neg.output(0).ok_or("Neg has no output")?;
     let (cat_id, cat) = sole_reader(model, nx2, "Concat")?;
-    let cat_axis = cat.attr_int("axis").unwrap_or(0);
+    let cat_axis = concat_axis(model, cat);
     if cat.inputs.len() != 2 || cat.input(0) != Some(nx2) || !last(cat_axis) {
         return Err("the Concat does not join (-x[h:], x[:h]) on the last axis".into());
     }
@@ -264,7 +271,7 @@ fn table(model: &Model, t4: ValueId, trig: &str, seq: &Dim, d: i64) -> Result<Va
     let arg = f.input(0).ok_or("no input")?;
     let (_, cat) = produced_by(g, arg, "Concat")
         .ok_or_else(|| format!("the {trig} argument is not Concat(F, F)"))?;
-    let axis = cat.attr_int("axis").unwrap_or(0);
+    let axis = concat_axis(model, cat);
     let doubled =
         cat.inputs.len() == 2 && cat.input(0) == cat.input(1) && (axis == -1 || axis == 2);
     if !doubled {

@@ -19,6 +19,19 @@ pub fn default_tolerance(dtype: DType) -> f64 {
     }
 }
 
+/// The tolerance every output of `model` gets when none is given: `HALF_TOLERANCE` when the
+/// main graph computes in float16 or bfloat16 anywhere (an fp16 export with float32 inputs and
+/// outputs, as onnxruntime's converter leaves them, rounds inside just the same), else `None`
+/// (each output by its own type, `default_tolerance`).
+pub fn model_tolerance(model: &crate::ir::Model) -> Option<f64> {
+    let g = &model.graph;
+    let half = (0..g.value_count()).any(|i| {
+        let ty = g.value(crate::ir::ValueId(i as u32)).ty.dtype;
+        matches!(ty, Some(DType::F16 | DType::BF16))
+    });
+    half.then_some(HALF_TOLERANCE)
+}
+
 #[derive(Clone, Debug, Serialize)]
 #[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct ParityReport {
@@ -110,5 +123,21 @@ mod tests {
         let m = compare(&mixed(&a), &mixed(&b), None);
         assert!(m.ok && m.tolerance == HALF_TOLERANCE, "{m:?}");
         assert_eq!(m.outputs[1].tolerance, DEFAULT_TOLERANCE);
+    }
+
+    #[test]
+    fn a_model_that_computes_in_float16_gets_the_half_tolerance() {
+        use crate::builder::{dims, GraphBuilder};
+        use crate::ir::attr;
+        let model = |inner: DType| {
+            let mut b = GraphBuilder::new("m", 17);
+            let x = b.input("x", DType::F32, dims(&[2]));
+            let h = b.op("Cast", &[x], vec![attr::int("to", inner.0 as i64)]);
+            let y = b.op("Cast", &[h], vec![attr::int("to", 1)]);
+            b.output(y, "y");
+            b.build()
+        };
+        assert_eq!(model_tolerance(&model(DType::F16)), Some(HALF_TOLERANCE));
+        assert_eq!(model_tolerance(&model(DType::F64)), None);
     }
 }
