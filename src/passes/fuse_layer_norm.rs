@@ -28,11 +28,11 @@
 use crate::ir::{Model, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::passes::matchers::{
-    fresh_node_name, is_scalar, last_dim, other_input, reduces_last_axis, require_vector,
-    scalar_constant, sole_consumer, sole_consumer_op,
+    fresh_node_name, is_scalar, last_dim, ones_vector, other_input, reduces_last_axis,
+    require_vector, scalar_constant, sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::DType;
 
 /// The opset that has ai.onnx LayerNormalization.
 pub const LAYER_NORM_OPSET: i64 = 17;
@@ -188,8 +188,7 @@ fn match_rest(model: &Model, mean_id: NodeId, x: ValueId, sub_id: NodeId) -> Res
     let scale = match scale {
         Some(s) => s.into(),
         None => {
-            let n = hidden as usize;
-            let ones = Tensor::F32(ndarray::ArrayD::ones(vec![n]));
+            let ones = ones_vector(hidden, DType::F32)?;
             let name = g.fresh_name(&format!("{}_scale", g.name(out)));
             patch.new_initializer(&name, from_tensor(&name, &ones))
         }

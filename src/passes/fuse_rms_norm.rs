@@ -28,11 +28,11 @@
 use crate::ir::{Model, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::passes::matchers::{
-    fresh_node_name, is_scalar, last_dim, other_input, produced_by, reduces_last_axis,
+    fresh_node_name, is_scalar, last_dim, ones_vector, other_input, produced_by, reduces_last_axis,
     require_vector, scalar_constant, sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::DType;
 
 /// The ai.onnx opset that has RMSNormalization.
 pub const RMS_NORM_OPSET: i64 = 23;
@@ -172,12 +172,7 @@ fn match_rest(model: &Model, mean_id: NodeId, sq: ValueId, xf: ValueId) -> Resul
     let scale = match scale {
         Some(w) => w.into(),
         None => {
-            let len = hidden as usize;
-            let ones = Tensor::F32(ndarray::ArrayD::ones(vec![len]));
-            let ones = match dtype {
-                Some(DType::F16) => ones.cast(DType::F16).ok_or("float16 ones")?,
-                _ => ones,
-            };
+            let ones = ones_vector(hidden, dtype.unwrap_or(DType::F32))?;
             let name = g.fresh_name(&format!("{}_scale", g.name(out)));
             patch.new_initializer(&name, from_tensor(&name, &ones))
         }

@@ -324,3 +324,20 @@ pub fn reduces_last_axis(model: &Model, node: &Node, rank: usize) -> Result<(), 
     }
     Ok(())
 }
+
+/// Largest hidden size a rule writes a constant vector for (a scale of ones): 2^24 elements. A
+/// declared dim beyond it (a hostile or broken shape) is refused, never allocated.
+pub const MAX_NEW_VECTOR: i64 = 1 << 24;
+
+/// A scale of `hidden` ones of `dtype` (float32 or float16), for a norm without a weight; else
+/// why not.
+pub fn ones_vector(hidden: i64, dtype: crate::tensor::DType) -> Result<Tensor, String> {
+    if !(1..=MAX_NEW_VECTOR).contains(&hidden) {
+        return Err(format!(
+            "hidden size {hidden} is outside 1..={MAX_NEW_VECTOR}: no scale of ones is made"
+        ));
+    }
+    let ones = Tensor::F32(ndarray::ArrayD::ones(vec![hidden as usize]));
+    ones.cast(dtype)
+        .ok_or_else(|| format!("no {dtype} scale of ones"))
+}
