@@ -400,3 +400,11 @@ def check_model(saved: onnx.ModelProto) -> None:
         onnx.checker.check_model(saved, full_check=False)
     else:
         onnx.checker.check_model(saved, full_check=True)
+
+
+def optimized_ops(fuselab: "Fuselab", src: Path, out: Path) -> "collections.Counter[str]":
+    """`fuselab optimize SRC -o OUT` (which must succeed), and the op histogram of OUT's main graph."""
+    import collections
+
+    fuselab.ok("optimize", src, "-o", out)
+    return collections.Counter(n.op_type for n in onnx.load(str(out)).graph.node)

@@ -9,7 +9,6 @@ Run from the repository root:
 """
 from __future__ import annotations
 
-import collections
 
 import numpy as np
 import onnx
@@ -17,7 +16,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import REPO
+from conftest import REPO, optimized_ops
 
 SHAPE = [2, 5, 16]
 
@@ -48,8 +47,7 @@ def run(path, feeds):
 def test_fused_activation_runs_in_onnxruntime(fuselab, tmp_path, kind, op):
     src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(model(kind), str(src))
-    fuselab.ok("optimize", src, "-o", out)
-    ops = collections.Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+    ops = optimized_ops(fuselab, src, out)
     assert ops == {op: 1}, ops
     feeds = {"x": (np.random.default_rng(5).standard_normal(SHAPE) * 4).astype(np.float32)}
     want, got = run(src, feeds), run(out, feeds)
@@ -59,6 +57,5 @@ def test_fused_activation_runs_in_onnxruntime(fuselab, tmp_path, kind, op):
 @pytest.mark.parametrize("stem", ["llama_gqa_tiny", "llama_gqa_tiny_dynamo", "qwen2_tiny"])
 def test_the_swiglu_gate_of_every_layer_fuses(fuselab, tmp_path, stem):
     out = tmp_path / "out.onnx"
-    fuselab.ok("optimize", REPO / "tests" / "models" / "zoo" / f"{stem}.onnx", "-o", out)
-    ops = collections.Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+    ops = optimized_ops(fuselab, REPO / "tests" / "models" / "zoo" / f"{stem}.onnx", out)
     assert ops["QuickGelu"] == 2 and ops["Sigmoid"] == 0, ops

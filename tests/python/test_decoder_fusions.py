@@ -19,7 +19,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from conftest import REPO
+from conftest import REPO, optimized_ops
 
 DECODERS = ["llama_gqa_tiny", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4", "qwen2_tiny", "phi_tiny"]
 
@@ -28,8 +28,7 @@ DECODERS = ["llama_gqa_tiny", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4", "q
 def test_rotary_and_attention_fuse_and_run_in_onnxruntime(fuselab, tmp_path, stem):
     src = REPO / "tests" / "models" / "zoo" / f"{stem}.onnx"
     out = tmp_path / "out.onnx"
-    fuselab.ok("optimize", src, "-o", out)
-    ops = collections.Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+    ops = optimized_ops(fuselab, src, out)
     assert ops["RotaryEmbedding"] == 4, ops
     assert ops["Neg"] == 0, ops
     # Phi's partial rotary leaves q as Concat(rotated, pass-through): its attention is not fused.

@@ -11,7 +11,6 @@ Run from the repository root:
 """
 from __future__ import annotations
 
-import collections
 
 import numpy as np
 import onnx
@@ -19,7 +18,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import REPO
+from conftest import REPO, optimized_ops
 
 HIDDEN = 16
 SHAPE = [2, 5, HIDDEN]
@@ -99,8 +98,7 @@ def test_fused_rms_norms_run_in_onnxruntime(fuselab, tmp_path, case):
     src = tmp_path / "in.onnx"
     onnx.save(decoder(np_dtype, inverse, opset), str(src))
     out = tmp_path / "out.onnx"
-    fuselab.ok("optimize", src, "-o", out)
-    ops = collections.Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+    ops = optimized_ops(fuselab, src, out)
     assert ops == {plain: 1, "SkipSimplifiedLayerNormalization": 2, "Tanh": 1, "Sigmoid": 1}, ops
     feeds = {"x": np.random.default_rng(3).standard_normal(SHAPE).astype(np_dtype)}
     want, got = run(src, feeds), run(out, feeds)
@@ -117,8 +115,7 @@ DECODERS = ["llama_gqa_tiny", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4", "q
 def test_every_norm_of_the_decoder_exports_fuses(fuselab, tmp_path, stem):
     src = REPO / "tests" / "models" / "zoo" / f"{stem}.onnx"
     out = tmp_path / "out.onnx"
-    fuselab.ok("optimize", src, "-o", out)
-    ops = collections.Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+    ops = optimized_ops(fuselab, src, out)
     # Two layers: the first norm reads the embeddings (no residual Add before it); the other four
     # (post-attention, next layer's input, post-attention, final) follow a residual Add.
     assert ops["SimplifiedLayerNormalization"] == 1, ops
