@@ -42,12 +42,26 @@ pub fn op_histogram(model: &Model) -> BTreeMap<String, usize> {
 /// Fused nodes still in the graph, by op type. A fusion's fused node is the last node its patch
 /// adds; nodes added before it (the Casts that feed Attention its int32 mask) are not counted.
 pub fn fusion_counts(after: &Model, trace: &Trace) -> BTreeMap<String, usize> {
-    let added: HashSet<&str> = trace
-        .rewrites
-        .iter()
-        .filter(|e| e.kind.fuses())
-        .filter_map(|e| e.added.last().map(|n| n.name.as_str()))
-        .collect();
+    // A fusion's fused node is the last it adds. A later fusion that removes a fused node and
+    // adds another of the same op (`multi_head_attention` moves q's RotaryEmbedding onto the 3-D
+    // projection) carries it on: the moved node still counts.
+    let mut added: HashSet<&str> = HashSet::new();
+    for e in trace.rewrites.iter().filter(|e| e.kind.fuses()) {
+        let carried: Vec<&str> = e
+            .removed
+            .iter()
+            .filter(|r| added.contains(r.name.as_str()))
+            .map(|r| r.op_type.as_str())
+            .collect();
+        for n in &e.added[..e.added.len().saturating_sub(1)] {
+            if carried.contains(&n.op_type.as_str()) {
+                added.insert(n.name.as_str());
+            }
+        }
+        if let Some(n) = e.added.last() {
+            added.insert(n.name.as_str());
+        }
+    }
     let g = &after.graph;
     let mut h = BTreeMap::new();
     for id in g.node_ids() {

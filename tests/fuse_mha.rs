@@ -150,7 +150,11 @@ fn block(spec: Spec) -> Model {
 fn llama_attention_becomes_one_multi_head_attention() {
     for mul_scale in [true, false] {
         let m = block(Spec { mul_scale, ..LLAMA });
-        let (opt, _) = fuse(&m, RULES);
+        let (opt, trace) = fuse(&m, RULES);
+        // The report still counts q's rotary after the attention fusion moved it.
+        let fused = fuselab::report::fusion_counts(&opt, &trace);
+        assert_eq!(fused.get("RotaryEmbedding"), Some(&2), "{fused:?}");
+        assert_eq!(fused.get("MultiHeadAttention"), Some(&1), "{fused:?}");
         let got = ops(&opt);
         let count = |op: &str| got.iter().find(|(o, _)| o == op).map_or(0, |p| p.1);
         assert_eq!(count("MultiHeadAttention"), 1, "{got:?}");
