@@ -201,7 +201,7 @@ fn heads_merged_in_another_order_are_refused() {
         ..LLAMA
     });
     let (m, _) = fuse(&m, &["rotary"]);
-    assert_rejected(&m, &["multi_head_attention"], "not (0, 2, 1, 3)");
+    assert_rejected(&m, &["multi_head_attention"], "not [0, 2, 1, 3]");
 }
 
 #[test]

@@ -32,12 +32,12 @@ use std::borrow::Cow;
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{dims_provably_eq, Dim, TensorType};
-use crate::ir::{attr, Model, Node, NodeId, ValueId};
+use crate::ir::{attr, Model, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
-use crate::ops::{self, shape_ops::Transpose};
+use crate::ops;
 use crate::passes::attention_mask::attention_mask;
 use crate::passes::matchers::{
-    bias_add, constant_value, fresh_node_name, produced_by, require_f32, scalar_constant,
+    bias_add, constant_value, fresh_node_name, produced_by, require_f32, require_perm, score_scale,
     sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
@@ -145,26 +145,9 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
         removed.push(add_id);
     }
     let mut scale = 1.0f64;
-    if let Some((op_id, op)) = produced_by(g, scores, "Mul").or(produced_by(g, scores, "Div")) {
+    if let Some((op_id, qk, c)) = score_scale(model, scores)? {
         sole_consumer(g, scores)?;
-        let (a, b) = (op.input(0).ok_or("input")?, op.input(1).ok_or("input")?);
-        let (qk, c) = match (scalar_constant(model, a), scalar_constant(model, b)) {
-            (_, Some(c)) => (a, c),
-            (Some(c), None) if op.is("Mul") => (b, c),
-            _ => {
-                return Err(format!(
-                    "{} '{}' does not scale the scores by a scalar constant",
-                    op.op_type,
-                    op.label(op_id)
-                ))
-            }
-        };
-        scale = if op.is("Div") { 1.0 / c } else { c };
-        // Attention reads scale 0 as "the default 1/sqrt(D)": a zero or non-finite f32 scale
-        // cannot be expressed.
-        if !(scale as f32).is_finite() || scale as f32 == 0.0 {
-            return Err(format!("scale {scale} is zero or not finite in float32"));
-        }
+        scale = c;
         scores = qk;
         removed.push(op_id);
     }
@@ -408,16 +391,6 @@ fn f32_constant(model: &Model, v: ValueId) -> Result<Tensor, String> {
         _ => Err(format!(
             "'{}' is not a float32 constant",
             model.graph.name(v)
-        )),
-    }
-}
-
-fn require_perm(model: &Model, node: &Node, id: NodeId, perm: &[i64]) -> Result<(), String> {
-    match ops::attrs_of::<Transpose>(model, node).and_then(|t| t.perm.as_deref()) {
-        Some(p) if p == perm => Ok(()),
-        p => Err(format!(
-            "Transpose '{}' has perm {p:?}, not {perm:?}",
-            node.label(id)
         )),
     }
 }

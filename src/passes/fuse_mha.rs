@@ -26,9 +26,9 @@ use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
 use crate::ir::{Model, Node, NodeId, ValueId};
 use crate::ops::reduce::Softmax;
-use crate::ops::shape_ops::Transpose;
 use crate::passes::matchers::{
-    fresh_node_name, produced_by, require_f32, scalar_constant, sole_consumer,
+    fresh_node_name, produced_by, require_f32, require_perm, score_scale, sole_consumer,
+    sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::DType;
@@ -55,7 +55,7 @@ impl Rule for FuseMultiHeadAttention {
         let Some(scores) = scores_matmul(model, g.node(id)) else {
             return Proposal::NoMatch;
         };
-        let rotary_q = g.node(scores.1).input(0).and_then(|q| {
+        let rotary_q = g.node(scores.matmul).input(0).and_then(|q| {
             let n = g.node(g.producer(q)?);
             (n.op_type == "RotaryEmbedding" && n.domain == MS_DOMAIN).then_some(())
         });
@@ -66,22 +66,19 @@ impl Rule for FuseMultiHeadAttention {
     }
 }
 
-/// What sits between the score MatMul and the Softmax: the mask, the scale, their nodes.
+/// The score path `MatMul [→ Mul | Div] [→ Add(mask)] → Softmax`, located: the mask and its Add,
+/// the value the Mul/Div (if any) writes, and the score MatMul. The scale is checked by `fuse`
+/// (`matchers::score_scale`).
 struct Scores {
-    mask: Option<ValueId>,
-    scale: f64,
-    between: Vec<NodeId>,
+    mask: Option<(NodeId, ValueId)>,
+    scaled: ValueId,
+    matmul: NodeId,
 }
 
-/// The score path `MatMul [→ Mul(c) | Div(c)] [→ Add(mask)] → softmax`: (scores, MatMul id).
-fn scores_matmul(model: &Model, sm: &Node) -> Option<(Scores, NodeId)> {
+fn scores_matmul(model: &Model, sm: &Node) -> Option<Scores> {
     let g = &model.graph;
     let mut v = sm.input(0)?;
-    let mut s = Scores {
-        mask: None,
-        scale: 1.0,
-        between: Vec::new(),
-    };
+    let mut mask = None;
     if let Some((id, add)) = produced_by(g, v, "Add") {
         // The scores side is the one computed by Mul/Div/MatMul; the other is the mask.
         let scored = |x: ValueId| {
@@ -89,49 +86,29 @@ fn scores_matmul(model: &Model, sm: &Node) -> Option<(Scores, NodeId)> {
                 .is_some_and(|p| ["Mul", "Div", "MatMul"].iter().any(|o| g.node(p).is(o)))
         };
         let (a, b) = (add.input(0)?, add.input(1)?);
-        let (sc, mask) = if scored(a) { (a, b) } else { (b, a) };
-        s.mask = Some(mask);
-        s.between.push(id);
+        let (sc, m) = if scored(a) { (a, b) } else { (b, a) };
+        mask = Some((id, m));
         v = sc;
     }
-    for op in ["Mul", "Div"] {
-        if let Some((id, n)) = produced_by(g, v, op) {
-            let (a, b) = (n.input(0)?, n.input(1)?);
-            let (x, c) = match (scalar_constant(model, a), scalar_constant(model, b)) {
-                (_, Some(c)) => (a, c),
-                (Some(c), None) if op == "Mul" => (b, c),
-                _ => return None,
-            };
-            s.scale = if op == "Mul" { c } else { 1.0 / c };
-            s.between.push(id);
-            v = x;
-            break;
-        }
+    let scaled = v;
+    if let Some((_, n)) = produced_by(g, v, "Mul").or(produced_by(g, v, "Div")) {
+        v = [n.input(0)?, n.input(1)?]
+            .into_iter()
+            .find(|&x| produced_by(g, x, "MatMul").is_some())?;
     }
-    let (mm, _) = produced_by(g, v, "MatMul")?;
-    Some((s, mm))
-}
-
-/// The single reader of `v` when it is a default-domain `op`, with its output.
-fn next(model: &Model, v: ValueId, op: &str) -> Result<(NodeId, ValueId), String> {
-    let g = &model.graph;
-    let id = sole_consumer(g, v)?;
-    let n = g.node(id);
-    match n.output(0) {
-        Some(o) if n.is(op) => Ok((id, o)),
-        _ => Err(format!("'{}' feeds {}, not {op}", g.name(v), n.op_type)),
-    }
-}
-
-fn perm_is(model: &Model, n: &Node, want: &[i64]) -> bool {
-    crate::ops::attrs_of::<Transpose>(model, n).and_then(|t| t.perm.as_deref()) == Some(want)
+    let (matmul, _) = produced_by(g, v, "MatMul")?;
+    Some(Scores {
+        mask,
+        scaled,
+        matmul,
+    })
 }
 
 fn dims(model: &Model, v: ValueId) -> Option<Vec<Dim>> {
     model.graph.value(v).ty.shape.clone()
 }
 
-fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Result<Patch, String> {
+fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     let g = &model.graph;
     let sm = g.node(sm_id);
     let last = crate::ops::attrs_of::<Softmax>(model, sm)
@@ -139,19 +116,26 @@ fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Resu
     if !last {
         return Err("Softmax does not normalize the last axis (opset >= 13)".into());
     }
-    let mut remove = vec![sm_id, mm_id];
-    remove.extend(&scores.between);
-    // Each step from the MatMul to the Softmax is single-use.
+    let mm_id = scores.matmul;
     let mm = g.node(mm_id);
-    let mut v = mm.output(0).ok_or("MatMul has no output")?;
-    for &id in scores.between.iter().rev() {
-        if sole_consumer(g, v)? != id {
-            return Err(format!("'{}' is read elsewhere", g.name(v)));
+    // MatMul → [Mul | Div] → [Add] → Softmax, each step single-use.
+    let mut remove = vec![sm_id, mm_id];
+    let mut chain = vec![mm.output(0).ok_or("MatMul has no output")?];
+    let mut scale = 1.0;
+    if let Some((id, x, c)) = score_scale(model, scores.scaled)? {
+        if Some(x) != mm.output(0) {
+            return Err("the scale does not apply to the score MatMul".into());
         }
-        v = g.node(id).output(0).ok_or("no output")?;
+        scale = c;
+        chain.push(scores.scaled);
+        remove.push(id);
     }
-    if sole_consumer(g, v)? != sm_id {
-        return Err(format!("'{}' is read elsewhere", g.name(v)));
+    if let Some((id, _)) = scores.mask {
+        remove.push(id);
+        chain.push(sm.input(0).ok_or("Softmax has no input")?);
+    }
+    for v in chain {
+        sole_consumer(g, v)?;
     }
 
     // q: RotaryEmbedding(Transpose(Reshape(q2))).
@@ -161,9 +145,7 @@ fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Resu
     let qh = rot.input(0).ok_or("RotaryEmbedding has no input")?;
     let (qt_id, qt) =
         produced_by(g, qh, "Transpose").ok_or("the rotary's input is not a Transpose")?;
-    if !perm_is(model, qt, &[0, 2, 1, 3]) {
-        return Err("the query Transpose is not (0, 2, 1, 3)".into());
-    }
+    require_perm(model, qt, qt_id, &[0, 2, 1, 3])?;
     let qr = qt.input(0).ok_or("Transpose has no input")?;
     let (qr_id, qr_n) = produced_by(g, qr, "Reshape").ok_or("the query heads are not a Reshape")?;
     let q2 = qr_n.input(0).ok_or("Reshape has no input")?;
@@ -196,13 +178,14 @@ fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Resu
     // k4 through Transpose(0, 1, 3, 2); v4 from the context MatMul.
     let kt = mm.input(1).ok_or("MatMul has no second input")?;
     let (kt_id, kt_n) = produced_by(g, kt, "Transpose").ok_or("the keys are not transposed")?;
-    if !perm_is(model, kt_n, &[0, 1, 3, 2]) || sole_consumer(g, kt)? != mm_id {
-        return Err("the keys are not a single-use Transpose (0, 1, 3, 2)".into());
+    require_perm(model, kt_n, kt_id, &[0, 1, 3, 2])?;
+    if sole_consumer(g, kt)? != mm_id {
+        return Err(format!("'{}' is read elsewhere", g.name(kt)));
     }
     let k4 = kt_n.input(0).ok_or("Transpose has no input")?;
     let probs = sm.output(0).ok_or("Softmax has no output")?;
-    let (ctx_id, ctx) = next(model, probs, "MatMul")?;
-    let ctx_n = g.node(ctx_id);
+    let (ctx_id, ctx_n) = sole_consumer_op(g, probs, "MatMul", "attention probabilities")?;
+    let ctx = ctx_n.output(0).ok_or("MatMul has no output")?;
     if ctx_n.input(0) != Some(probs) {
         return Err("the probabilities are not the context MatMul's first input".into());
     }
@@ -219,11 +202,11 @@ fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Resu
         }
         require_f32(g, x)?;
     }
-    let (ct_id, ct) = next(model, ctx, "Transpose")?;
-    if !perm_is(model, g.node(ct_id), &[0, 2, 1, 3]) {
-        return Err("the context Transpose is not (0, 2, 1, 3)".into());
-    }
-    let (out_id, y) = next(model, ct, "Reshape")?;
+    let (ct_id, ct_n) = sole_consumer_op(g, ctx, "Transpose", "attention context")?;
+    require_perm(model, ct_n, ct_id, &[0, 2, 1, 3])?;
+    let ct = ct_n.output(0).ok_or("Transpose has no output")?;
+    let (out_id, out_n) = sole_consumer_op(g, ct, "Reshape", "transposed context")?;
+    let y = out_n.output(0).ok_or("Reshape has no output")?;
     let merged = matches!((dims(model, q2).as_deref(), dims(model, y).as_deref()),
         (Some(q), Some(o)) if q == o);
     if !merged {
@@ -234,7 +217,7 @@ fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Resu
         ));
     }
     remove.extend([kt_id, ctx_id, ct_id, out_id]);
-    if let Some(mask) = scores.mask {
+    if let Some((_, mask)) = scores.mask {
         let ty = &g.value(mask).ty;
         let ok = ty.dtype == Some(DType::F32)
             && matches!(ty.shape.as_deref(),
@@ -245,9 +228,6 @@ fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Resu
                 g.name(mask)
             ));
         }
-    }
-    if !scores.scale.is_finite() {
-        return Err(format!("scale {} is not finite", scores.scale));
     }
 
     let mut patch = Patch {
@@ -268,12 +248,12 @@ fn fuse(model: &Model, sm_id: NodeId, (scores, mm_id): (Scores, NodeId)) -> Resu
     let mut mha = NewNode::new("MultiHeadAttention", MS_DOMAIN);
     mha.name = fresh_node_name(g, &format!("{}_MultiHeadAttention", g.name(y)));
     mha.inputs = vec![Some(q3), Some(k4.into()), Some(v4.into())];
-    if let Some(mask) = scores.mask {
+    if let Some((_, mask)) = scores.mask {
         mha.inputs.extend([None, None, Some(mask.into())]);
     }
     mha.outputs = vec![Some(y.into())];
     mha.set_attr(crate::ir::attr::int("num_heads", heads));
-    mha.set_attr(crate::ir::attr::float("scale", scores.scale as f32));
+    mha.set_attr(crate::ir::attr::float("scale", scale as f32));
     patch.add.extend([rope, mha]);
     Ok(patch)
 }

@@ -31,7 +31,7 @@ use crate::ir::{Model, Node, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::passes::matchers::{
     constant_value, fresh_node_name, other_input, produced_by, require_f32, scalar_constant,
-    sole_consumer,
+    sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 use crate::tensor::{DType, Tensor};
@@ -103,17 +103,6 @@ fn concat_axis(model: &Model, n: &Node) -> i64 {
         .unwrap_or(i64::MIN)
 }
 
-/// The single reader of `v`, when it is a default-domain `op`.
-fn sole_reader<'a>(model: &'a Model, v: ValueId, op: &str) -> Result<(NodeId, &'a Node), String> {
-    let g = &model.graph;
-    let id = sole_consumer(g, v)?;
-    let n = g.node(id);
-    if !n.is(op) || n.output(0).is_none() {
-        return Err(format!("'{}' feeds {}, not {op}", g.name(v), n.op_type));
-    }
-    Ok((id, n))
-}
-
 fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {
     let g = &model.graph;
     require_f32(g, x)?;
@@ -152,7 +141,7 @@ fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {
         return Err(format!("'{}' is read elsewhere", g.name(x2)));
     }
     let nx2 = neg.output(0).ok_or("Neg has no output")?;
-    let (cat_id, cat) = sole_reader(model, nx2, "Concat")?;
+    let (cat_id, cat) = sole_consumer_op(g, nx2, "Concat", "-x[h:]")?;
     let cat_axis = concat_axis(model, cat);
     if cat.inputs.len() != 2 || cat.input(0) != Some(nx2) || !last(cat_axis) {
         return Err("the Concat does not join (-x[h:], x[:h]) on the last axis".into());
@@ -169,10 +158,10 @@ fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {
 
     // rot · sin4 + x · cos4.
     let rot = cat.output(0).ok_or("Concat has no output")?;
-    let (sin_mul_id, sin_mul) = sole_reader(model, rot, "Mul")?;
+    let (sin_mul_id, sin_mul) = sole_consumer_op(g, rot, "Mul", "rotate_half(x)")?;
     let sin4 = other_input(sin_mul, rot).ok_or("Mul is not binary")?;
     let b = sin_mul.output(0).ok_or("Mul has no output")?;
-    let (add_id, add) = sole_reader(model, b, "Add")?;
+    let (add_id, add) = sole_consumer_op(g, b, "Add", "rotate_half(x)·sin")?;
     let a = other_input(add, b).ok_or("Add is not binary")?;
     let (cos_mul_id, cos_mul) = produced_by(g, a, "Mul").ok_or("the other addend is not a Mul")?;
     let cos4 = other_input(cos_mul, x).ok_or("the other addend is not x times a table")?;

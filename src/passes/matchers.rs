@@ -341,3 +341,43 @@ pub fn ones_vector(hidden: i64, dtype: crate::tensor::DType) -> Result<Tensor, S
     ones.cast(dtype)
         .ok_or_else(|| format!("no {dtype} scale of ones"))
 }
+
+/// Ok when Transpose `node` has exactly `perm`; else why not.
+pub fn require_perm(model: &Model, node: &Node, id: NodeId, perm: &[i64]) -> Result<(), String> {
+    let t = crate::ops::attrs_of::<crate::ops::shape_ops::Transpose>(model, node);
+    match t.and_then(|t| t.perm.as_deref()) {
+        Some(p) if p == perm => Ok(()),
+        p => Err(format!(
+            "Transpose '{}' has perm {p:?}, not {perm:?}",
+            node.label(id)
+        )),
+    }
+}
+
+/// The attention scale on scores `v`: when `v` is `Mul(x, c)`, `Mul(c, x)` or `Div(x, c)` with c a
+/// rank-0 constant, `(that node, x, the scale)` (1/c for Div); `None` when `v` is neither a Mul
+/// nor a Div. Attention ops read scale 0 as "the default 1/√D", so a scale that is zero or not
+/// finite in float32 is an error, as is a Mul/Div by something else.
+pub fn score_scale(model: &Model, v: ValueId) -> Result<Option<(NodeId, ValueId, f64)>, String> {
+    let g = &model.graph;
+    let Some((id, op)) = produced_by(g, v, "Mul").or(produced_by(g, v, "Div")) else {
+        return Ok(None);
+    };
+    let (a, b) = (op.input(0).ok_or("input")?, op.input(1).ok_or("input")?);
+    let (x, c) = match (scalar_constant(model, a), scalar_constant(model, b)) {
+        (_, Some(c)) => (a, c),
+        (Some(c), None) if op.is("Mul") => (b, c),
+        _ => {
+            return Err(format!(
+                "{} '{}' does not scale the scores by a scalar constant",
+                op.op_type,
+                op.label(id)
+            ))
+        }
+    };
+    let scale = if op.is("Div") { 1.0 / c } else { c };
+    if !(scale as f32).is_finite() || scale as f32 == 0.0 {
+        return Err(format!("scale {scale} is zero or not finite in float32"));
+    }
+    Ok(Some((id, x, scale)))
+}
