@@ -63,9 +63,8 @@ pub struct OptimizeOptions {
     pub rules: Vec<String>,
     /// Compare outputs of original vs optimized (needs every op on the reference backend).
     pub parity: bool,
-    /// Largest max-abs-diff accepted per output; `None`: 2e-2 for a model that computes in
-    /// float16/bfloat16 anywhere, else by the output's element type (`parity::model_tolerance`,
-    /// `parity::default_tolerance`: 1e-4, float16/bfloat16 2e-2).
+    /// Largest max-abs-diff accepted; `None`: `parity::model_tolerance` (2e-2 for a model that
+    /// computes in float16/bfloat16 anywhere, else 1e-4).
     pub tolerance: Option<f64>,
     /// Sizes of symbolic input dims for the parity inputs. Never changes the saved model.
     pub dims: HashMap<String, usize>,
@@ -153,7 +152,7 @@ pub fn optimize_with(
         let b = Executor::new(&optimized, lim)
             .and_then(|ex| ex.run(&inputs))
             .map_err(|e| Error::Other(format!("parity check: optimized model: {e}")))?;
-        let tolerance = opts.tolerance.or_else(|| model_tolerance(original));
+        let tolerance = opts.tolerance.unwrap_or_else(|| model_tolerance(original));
         Some(compare(&a, &b, tolerance))
     } else {
         None

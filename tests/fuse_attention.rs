@@ -275,7 +275,7 @@ fn outputs_diff(a: &Model, b: &Model, inputs: &HashMap<String, Tensor>) -> f64 {
     let limits = Limits::default();
     let ra = Executor::new(a, &limits).unwrap().run(inputs).unwrap();
     let rb = Executor::new(b, &limits).unwrap().run(inputs).unwrap();
-    compare(&ra, &rb, Some(0.0)).max_abs_diff
+    compare(&ra, &rb, 0.0).max_abs_diff
 }
 
 /// Runs both models on x (seeded) and the given mask rows; the largest output difference.
@@ -292,7 +292,7 @@ fn diff_with_mask(a: &Model, b: &Model, batch: usize, seq: usize, mask: &[i64]) 
     );
     let ra = Executor::new(a, &limits).unwrap().run(&inputs).unwrap();
     let rb = Executor::new(b, &limits).unwrap().run(&inputs).unwrap();
-    compare(&ra, &rb, Some(0.0)).max_abs_diff
+    compare(&ra, &rb, 0.0).max_abs_diff
 }
 
 fn assert_not_fused(spec: Spec, needle: &str) {

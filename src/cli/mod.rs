@@ -69,8 +69,8 @@ enum Command {
         /// Skip the parity check (needed for models the reference backend cannot run).
         #[arg(long)]
         no_parity: bool,
-        /// Largest max-abs-diff accepted by the parity check, for every output [default: 2e-2
-        /// for a model that computes in float16/bfloat16, else 1e-4 (2e-2 for a float16 output)].
+        /// Largest max-abs-diff accepted by the parity check [default: 2e-2 for a model that
+        /// computes in float16/bfloat16, else 1e-4].
         #[arg(long)]
         tolerance: Option<f64>,
         /// Specialize the saved model to a fixed size of a symbolic dim, NAME=VALUE

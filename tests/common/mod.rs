@@ -41,7 +41,7 @@ pub fn parity(a: &Model, b: &Model, dims: &[(&str, usize)]) -> ParityReport {
         .expect("plan b")
         .run(&inputs)
         .expect("run b");
-    compare(&ra, &rb, Some(0.0))
+    compare(&ra, &rb, 0.0)
 }
 
 /// op_type → count.
