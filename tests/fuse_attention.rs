@@ -22,8 +22,13 @@ const HIDDEN: i64 = HEADS * HEAD;
 const TOL: f64 = 1e-5;
 const MIN: f32 = f32::MIN;
 
-fn scalar(b: &mut GraphBuilder, name: &str, v: f32) -> ValueId {
-    b.initializer(name, &Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v)))
+/// A float initializer stored as `dt` (float16 rounds).
+fn float_init(b: &mut GraphBuilder, name: &str, t: Tensor, dt: DType) -> ValueId {
+    b.initializer(name, &t.narrow(dt).unwrap())
+}
+
+fn scalar_as(b: &mut GraphBuilder, name: &str, v: f32, dt: DType) -> ValueId {
+    float_init(b, name, Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v)), dt)
 }
 
 fn ints(b: &mut GraphBuilder, name: &str, v: &[i64]) -> ValueId {
@@ -52,6 +57,12 @@ struct Spec {
     filter_chain: bool,
     /// Static (batch, seq) instead of the named dims.
     fixed: Option<(i64, i64)>,
+    /// The element type of x, the weights and the mask values.
+    dtype: DType,
+    /// Whisper: the query projection itself is scaled, Mul(Add(MatMul(x, Wq), bq), c).
+    q_scale: Option<f32>,
+    /// The value projection is scaled the same way (the output would be: no fusion).
+    v_scale: bool,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -87,19 +98,37 @@ const BERT: Spec = Spec {
     filter: MIN,
     filter_chain: false,
     fixed: None,
+    dtype: DType::F32,
+    q_scale: None,
+    v_scale: false,
 };
 
-fn projection(b: &mut GraphBuilder, x: ValueId, perm: &[i64], seed: u32) -> ValueId {
-    let w = b.initializer(
+fn projection(
+    b: &mut GraphBuilder,
+    x: ValueId,
+    perm: &[i64],
+    seed: u32,
+    dt: DType,
+    scale: Option<f32>,
+) -> ValueId {
+    let w = float_init(
+        b,
         &format!("w{seed}"),
-        &seeded_f32(&[HIDDEN as usize, HIDDEN as usize], seed),
+        seeded_f32(&[HIDDEN as usize, HIDDEN as usize], seed),
+        dt,
     );
-    let bias = b.initializer(
+    let bias = float_init(
+        b,
         &format!("b{seed}"),
-        &seeded_f32(&[HIDDEN as usize], seed + 7),
+        seeded_f32(&[HIDDEN as usize], seed + 7),
+        dt,
     );
     let mm = b.op("MatMul", &[x, w], vec![]);
-    let add = b.op("Add", &[bias, mm], vec![]);
+    let mut add = b.op("Add", &[bias, mm], vec![]);
+    if let Some(c) = scale {
+        let c = scalar_as(b, &format!("proj_scale{seed}"), c, dt);
+        add = b.op("Mul", &[add, c], vec![]);
+    }
     let shape = ints(b, &format!("split{seed}"), &[0, 0, -1, HEAD]);
     let r = b.op("Reshape", &[add, shape], vec![]);
     b.op("Transpose", &[r], vec![attr::ints("perm", perm)])
@@ -109,11 +138,11 @@ fn projection(b: &mut GraphBuilder, x: ValueId, perm: &[i64], seed: u32) -> Valu
 fn mask(b: &mut GraphBuilder, a: ValueId, spec: Spec) -> ValueId {
     let kind = spec.mask;
     let bool_a = b.op("Cast", &[a], vec![attr::int("to", DType::BOOL.0 as i64)]);
-    let zero = scalar(b, "mask_zero", 0.0);
-    let mut min = scalar(b, "mask_min", spec.filter);
+    let zero = scalar_as(b, "mask_zero", 0.0, spec.dtype);
+    let mut min = scalar_as(b, "mask_min", spec.filter, spec.dtype);
     if spec.filter_chain {
-        let two = scalar(b, "mask_two", 2.0);
-        let half = scalar(b, "mask_half", 0.5);
+        let two = scalar_as(b, "mask_two", 2.0, spec.dtype);
+        let half = scalar_as(b, "mask_half", 0.5, spec.dtype);
         let doubled = b.op("Mul", &[min, two], vec![]);
         min = b.op("Mul", &[doubled, half], vec![]);
     }
@@ -192,19 +221,20 @@ fn block(spec: Spec) -> Model {
         Some((b, s)) => (Dim::Known(b), Dim::Known(s)),
         None => (sym("batch"), sym("seq")),
     };
+    let dt = spec.dtype;
     let x = b.input(
         "x",
-        DType::F32,
+        dt,
         vec![batch.clone(), seq.clone(), Dim::Known(HIDDEN)],
     );
     let a = b.input("attention_mask", DType::I64, vec![batch, seq]);
-    let q = projection(&mut b, x, &[0, 2, 1, 3], 1);
+    let q = projection(&mut b, x, &[0, 2, 1, 3], 1, dt, spec.q_scale);
     let kperm: &[i64] = if spec.key_perm_ok {
         &[0, 2, 3, 1]
     } else {
         &[0, 2, 1, 3]
     };
-    let k = projection(&mut b, x, kperm, 2);
+    let k = projection(&mut b, x, kperm, 2, dt, None);
     let v_in = if spec.cross {
         b.input(
             "memory",
@@ -214,16 +244,17 @@ fn block(spec: Spec) -> Model {
     } else {
         x
     };
-    let v = projection(&mut b, v_in, &[0, 2, 1, 3], 3);
+    let v_scale = spec.v_scale.then_some(0.5);
+    let v = projection(&mut b, v_in, &[0, 2, 1, 3], 3, dt, v_scale);
     let qk = b.op("MatMul", &[q, k], vec![]);
     let scaled = if spec.scale_input {
         let c = b.input("scale", DType::F32, vec![]);
         b.op("Mul", &[qk, c], vec![])
     } else if spec.mul_scale {
-        let c = scalar(&mut b, "scale", spec.scale);
+        let c = scalar_as(&mut b, "scale", spec.scale, dt);
         b.op("Mul", &[qk, c], vec![])
     } else {
-        let c = scalar(&mut b, "sqrt_d", (HEAD as f32).sqrt());
+        let c = scalar_as(&mut b, "sqrt_d", (HEAD as f32).sqrt(), dt);
         b.op("Div", &[qk, c], vec![])
     };
     let logits = match spec.mask {
@@ -508,7 +539,7 @@ fn attention_rejects_float64() {
         trace
             .rejected
             .iter()
-            .any(|r| r.rule == "attention" && r.reason.contains("f32 only")),
+            .any(|r| r.rule == "attention" && r.reason.contains("takes float32 and float16")),
         "{:?}",
         trace.rejected
     );
@@ -672,4 +703,89 @@ fn attention_mask_constants_round_to_float32() {
         attention_node(&opt).attr_float("mask_filter_value"),
         Some(f32::NEG_INFINITY)
     );
+}
+
+#[test]
+fn attention_folds_a_scaled_query_projection_into_the_scale() {
+    // Whisper: q = (x·Wq + bq)·c and the scores' own Mul is 1: Attention's scale is c·1.
+    let spec = Spec {
+        q_scale: Some(0.5),
+        scale: 1.0,
+        ..BERT
+    };
+    let m = block(spec);
+    let (opt, _) = fuse(&m);
+    assert_eq!(
+        ops(&opt),
+        vec![("Attention".to_string(), 1), ("Cast".to_string(), 2)]
+    );
+    assert_eq!(attention_node(&opt).attr_float("scale"), Some(0.5));
+    let d = diff_with_mask(&m, &opt, 2, 4, &[0, 0, 1, 1, 1, 1, 1, 0]);
+    assert!(d <= TOL, "{d}");
+}
+
+#[test]
+fn attention_rejects_a_scaled_value_projection() {
+    let spec = Spec {
+        v_scale: true,
+        ..BERT
+    };
+    assert_not_fused(spec, "the value projection is scaled by 0.5");
+}
+
+/// Runs both models on float16 x (seeded) and the mask rows; the largest output difference.
+fn diff_f16(a: &Model, b: &Model, batch: usize, seq: usize, mask: &[i64]) -> f64 {
+    let limits = Limits::default();
+    let x = seeded_f32(&[batch, seq, HIDDEN as usize], 3);
+    let inputs = HashMap::from([
+        ("x".to_string(), x.narrow(DType::F16).unwrap()),
+        (
+            "attention_mask".to_string(),
+            Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[batch, seq]), mask.to_vec()).unwrap()),
+        ),
+    ]);
+    let ra = Executor::new(a, &limits).unwrap().run(&inputs).unwrap();
+    let rb = Executor::new(b, &limits).unwrap().run(&inputs).unwrap();
+    compare(&ra, &rb, 0.0).max_abs_diff
+}
+
+#[test]
+fn attention_fuses_float16_self_attention_and_keeps_float16_weights() {
+    let spec = Spec {
+        dtype: DType::F16,
+        filter: -65504.0,
+        ..BERT
+    };
+    let m = block(spec);
+    let (opt, _) = fuse(&m);
+    assert_eq!(
+        ops(&opt),
+        vec![("Attention".to_string(), 1), ("Cast".to_string(), 2)]
+    );
+    let attn = attention_node(&opt);
+    assert_eq!(attn.attr_float("mask_filter_value"), Some(-65504.0));
+    for i in [1, 2] {
+        let w = opt.graph.constant(attn.input(i).unwrap()).unwrap();
+        assert_eq!(w.data_type, DType::F16.0, "input {i} stays float16");
+    }
+    // float16 rounding in the original: the fp16 bound.
+    for mask in [[1, 1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 0, 0]] {
+        let d = diff_f16(&m, &opt, 2, 4, &mask);
+        assert!(d <= 2e-2, "{mask:?}: {d}");
+    }
+}
+
+#[test]
+fn attention_rejects_float16_causal_attention() {
+    // A padded query that sees only masked keys: float16 rounds every one of its scores to F
+    // (a uniform row); the fused op computes them in float32 and weights them by score.
+    let spec = Spec {
+        dtype: DType::F16,
+        filter: -65504.0,
+        mask: Mask::Causal { strict: false },
+        ..BERT
+    };
+    let m = assert_rejected(spec, "causal mask on float16 scores");
+    let (opt, _) = fuse(&m);
+    assert_eq!(diff_f16(&m, &opt, 2, 3, &[0, 1, 1, 1, 1, 0]), 0.0);
 }

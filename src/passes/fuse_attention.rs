@@ -17,18 +17,22 @@
 //!                  num_heads = N, scale = c, mask_filter_value = F) ─► Y
 //! ```
 //!
-//! Guards: every intermediate is read once and is not a graph output; f32; Q, K and V project
-//! the same X with 2-D constant weights of one width N·D (biases 1-D constants of that width, or
-//! none); the Reshapes split exactly the last axis into [N, D] (checked on inferred shapes, with
+//! Guards: every intermediate is read once and is not a graph output; float32, or float16 with
+//! float16 weights kept as they are; Q, K and V project the same X with 2-D constant weights of
+//! one width N·D (biases 1-D constants of that width, or none); a projection scaled by a scalar
+//! constant, `(X·W + b)·c` as Whisper's and BART's query is, folds c into `scale` (q's or k's; a
+//! scaled V is refused); the Reshapes split exactly the last axis into [N, D] (checked on inferred shapes, with
 //! X's batch and sequence dims); the perms are the ones drawn; Softmax runs over the last axis;
 //! the scale is a scalar constant (Mul by c, Div by 1/c, or none: 1). The mask M, when present,
 //! must be *proved* (see `attention_mask`) to equal `Where(A[b, k] != 0, 0, F)` for a graph
 //! input A of shape [B, T], which is what Attention's raw 2-D mask computes: onnxruntime adds 0
 //! to kept and `mask_filter_value` to masked scores. Any mask, left padding included, keeps its
 //! meaning. (onnxruntime's own fusion passes the mask as per-row lengths, which assumes right
-//! padding.) The Cast through bool keeps `!= 0` exact for any integer mask value.
+//! padding.) The Cast through bool keeps `!= 0` exact for any integer mask value. A causal mask
+//! on float16 scores is refused: a padded query that sees only masked keys has every score
+//! rounded to F in float16 (a uniform row), which a float32 computation does not reproduce.
 
-use std::borrow::Cow;
+use ndarray::ArrayD;
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{dims_provably_eq, Dim, TensorType};
@@ -37,8 +41,8 @@ use crate::onnx::tensor::from_tensor;
 use crate::ops;
 use crate::passes::attention_mask::attention_mask;
 use crate::passes::matchers::{
-    bias_add, constant_value, fresh_node_name, produced_by, require_f32, require_perm, score_scale,
-    sole_consumer, sole_consumer_op,
+    bias_add, constant_value, fresh_node_name, produced_by, require_f32_or_f16, require_perm,
+    score_scale, sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 use crate::tensor::{DType, Tensor};
@@ -87,7 +91,14 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     let sm = g.node(softmax);
     let logits = sm.input(0).ok_or("Softmax has no input")?;
     let probs = sm.output(0).ok_or("Softmax has no output")?;
-    require_f32(g, logits)?;
+    // float16 models keep float16 weights; the op computes in their type (onnxruntime and the
+    // reference kernel accumulate in float32).
+    require_f32_or_f16(g, logits)?;
+    let dt = g
+        .value(logits)
+        .ty
+        .dtype
+        .ok_or("the scores' type is unknown")?;
     let rank = g.value(logits).ty.rank();
     let axis = ops::attrs_of::<ops::reduce::Softmax>(model, sm)
         .ok_or("Softmax's attributes are not parsed")?
@@ -176,28 +187,44 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     let (x, weights, bias) = match packed {
         Some((split_id, qkv)) => {
             removed.push(split_id);
-            let p = linear(model, qkv, 3 * hidden, "packed QKV")?;
+            let p = linear(model, qkv, 3 * hidden, dt, "packed QKV")?;
+            if p.factor != 1.0 {
+                return Err(format!(
+                    "the packed QKV projection is scaled by {}",
+                    p.factor
+                ));
+            }
             removed.extend(&p.nodes);
-            let w = f32_constant(model, p.weight)?;
-            let b = concat_bias(model, &[p.bias], 3 * hidden as usize)?;
+            let w = concat_columns(model, &[p.weight], dt)?;
+            let b = concat_bias(model, &[p.bias], 3 * hidden as usize, dt)?;
             (p.x, w, b)
         }
         None => {
-            let q = linear(model, q_lin, hidden, "query")?;
-            let k = linear(model, k_lin, hidden, "key")?;
-            let v = linear(model, v_lin, hidden, "value")?;
+            let q = linear(model, q_lin, hidden, dt, "query")?;
+            let k = linear(model, k_lin, hidden, dt, "key")?;
+            let v = linear(model, v_lin, hidden, dt, "value")?;
             if q.x != k.x || q.x != v.x {
                 return Err("query, key and value do not project the same input".into());
             }
             for p in [&q, &k, &v] {
                 removed.extend(&p.nodes);
             }
-            let w = concat_columns(model, &[q.weight, k.weight, v.weight])?;
-            let b = concat_bias(model, &[q.bias, k.bias, v.bias], hidden as usize)?;
+            // Scaling q or k scales the scores; scaling v would scale the output.
+            if v.factor != 1.0 {
+                return Err(format!("the value projection is scaled by {}", v.factor));
+            }
+            scale *= q.factor * k.factor;
+            let w = concat_columns(model, &[q.weight, k.weight, v.weight], dt)?;
+            let b = concat_bias(model, &[q.bias, k.bias, v.bias], hidden as usize, dt)?;
             (q.x, w, b)
         }
     };
-    require_f32(g, x)?;
+    if !(scale as f32).is_finite() || scale as f32 == 0.0 {
+        return Err(format!("scale {scale} is zero or not finite in float32"));
+    }
+    if g.value(x).ty.dtype != Some(dt) {
+        return Err(format!("input '{}' is not {dt} like the scores", g.name(x)));
+    }
     let Some([xb, xs, _]) = g.value(x).ty.shape.as_deref() else {
         return Err(format!("input '{}' is not rank 3", g.name(x)));
     };
@@ -241,6 +268,15 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
         fused.set_attr(attr::float("mask_filter_value", m.filter as f32));
         // onnxruntime masks future keys with the lowest float (set, not added to), whatever
         // mask_filter_value is: only F = f32::MIN keeps the causal part exact.
+        // In float16 every masked score rounds to F itself, so a padded query that sees only
+        // masked keys averages all values; computed in float32 (onnxruntime, the reference
+        // kernel) the same row weights the keys by their scores.
+        if m.causal && dt != DType::F32 {
+            return Err(format!(
+                "causal mask on {dt} scores: rows with only masked keys (padded queries) would \
+                 be computed in float32, not rounded to one value as in {dt}"
+            ));
+        }
         if m.causal && m.filter as f32 != f32::MIN {
             return Err(format!(
                 "causal mask with filter {}: onnxruntime's causal masking uses the lowest float",
@@ -341,17 +377,34 @@ fn packed_split(
     Ok(Some((id, qkv)))
 }
 
-/// One projection: [Add(bias)] of MatMul(X, W) with W a 2-D f32 constant of `width` columns.
+/// One projection: [Mul(c) | Div(1/c)] of [Add(bias)] of MatMul(X, W), with W a 2-D constant of
+/// `width` columns and c a scalar constant (`factor`, 1 when absent).
 struct Linear {
     nodes: Vec<NodeId>,
     x: ValueId,
     weight: ValueId,
     bias: Option<ValueId>,
+    factor: f64,
 }
 
-fn linear(model: &Model, lin: ValueId, width: i64, what: &str) -> Result<Linear, String> {
+fn linear(
+    model: &Model,
+    lin: ValueId,
+    width: i64,
+    dt: DType,
+    what: &str,
+) -> Result<Linear, String> {
     let g = &model.graph;
     let mut nodes = vec![];
+    // Whisper and BART scale the query projection itself: (X·W + b)·c.
+    let (lin, factor) = match score_scale(model, lin).map_err(|why| format!("{what}: {why}"))? {
+        Some((id, x, c)) => {
+            sole_consumer(g, x).map_err(|why| format!("{what} projection {why}"))?;
+            nodes.push(id);
+            (x, c)
+        }
+        None => (lin, 1.0),
+    };
     let (proj, bias) = match bias_add(model, lin, width) {
         Some((add_id, p, c)) => {
             nodes.push(add_id);
@@ -366,10 +419,10 @@ fn linear(model: &Model, lin: ValueId, width: i64, what: &str) -> Result<Linear,
     let x = mm.input(0).ok_or("MatMul input")?;
     let weight = mm.input(1).ok_or("MatMul input")?;
     match constant_value(model, weight).as_deref() {
-        Some(Tensor::F32(w)) if w.ndim() == 2 && w.shape()[1] as i64 == width => {}
+        Some(w) if w.dtype() == dt && w.shape().len() == 2 && w.shape()[1] as i64 == width => {}
         _ => {
             return Err(format!(
-                "{what} weight '{}' is not a 2-D float32 constant with {width} columns",
+                "{what} weight '{}' is not a 2-D {dt} constant with {width} columns",
                 g.name(weight),
             ))
         }
@@ -382,50 +435,68 @@ fn linear(model: &Model, lin: ValueId, width: i64, what: &str) -> Result<Linear,
         x,
         weight,
         bias,
+        factor,
     })
 }
 
-fn f32_constant(model: &Model, v: ValueId) -> Result<Tensor, String> {
-    match constant_value(model, v).map(Cow::into_owned) {
-        Some(t @ Tensor::F32(_)) => Ok(t),
+/// A constant of type `dt`, widened to float32 (exact for float16), else why not.
+fn widened(model: &Model, v: ValueId, dt: DType, what: &str) -> Result<ArrayD<f32>, String> {
+    match constant_value(model, v) {
+        Some(t) if t.dtype() == dt => match t.widen().into_owned() {
+            Tensor::F32(a) => Ok(a),
+            _ => Err(format!("{what} '{}' is not a float", model.graph.name(v))),
+        },
         _ => Err(format!(
-            "'{}' is not a float32 constant",
+            "{what} '{}' is not a {dt} constant",
             model.graph.name(v)
         )),
     }
 }
 
-/// [Wq | Wk | Wv]: the weights side by side, [in, 3·hidden].
-fn concat_columns(model: &Model, ws: &[ValueId]) -> Result<Tensor, String> {
-    let arrays: Vec<ndarray::ArrayD<f32>> = ws
+/// Back to the model's type `dt` (exact: every value came from a `dt` constant).
+fn narrowed(a: ArrayD<f32>, dt: DType) -> Result<Tensor, String> {
+    Tensor::F32(a)
+        .narrow(dt)
+        .ok_or_else(|| format!("cannot store weights as {dt}"))
+}
+
+/// [Wq | Wk | Wv]: the weights side by side, [in, 3·hidden] (one packed weight as it is).
+fn concat_columns(model: &Model, ws: &[ValueId], dt: DType) -> Result<Tensor, String> {
+    let arrays: Vec<ArrayD<f32>> = ws
         .iter()
-        .map(|&w| match constant_value(model, w).map(Cow::into_owned) {
-            Some(Tensor::F32(a)) => Ok(a),
-            _ => Err(format!("weight '{}' is not float32", model.graph.name(w))),
-        })
+        .map(|&w| widened(model, w, dt, "weight"))
         .collect::<Result<_, _>>()?;
     let views: Vec<_> = arrays.iter().map(|a| a.view()).collect();
-    ndarray::concatenate(ndarray::Axis(1), &views)
-        .map(Tensor::F32)
-        .map_err(|e| format!("weights do not concatenate: {e}"))
+    let cat = ndarray::concatenate(ndarray::Axis(1), &views)
+        .map_err(|e| format!("weights do not concatenate: {e}"))?;
+    narrowed(cat, dt)
 }
 
 /// The biases side by side ([bq | bk | bv], or one packed bias), zeros for a part without one;
 /// `hidden` is each part's width.
-fn concat_bias(model: &Model, bs: &[Option<ValueId>], hidden: usize) -> Result<Tensor, String> {
+fn concat_bias(
+    model: &Model,
+    bs: &[Option<ValueId>],
+    hidden: usize,
+    dt: DType,
+) -> Result<Tensor, String> {
     let mut out = Vec::with_capacity(3 * hidden);
     for b in bs {
         match b {
             None => out.extend(vec![0.0f32; hidden]),
-            Some(v) => match constant_value(model, *v).as_deref() {
-                Some(Tensor::F32(a)) if a.len() == hidden => out.extend(a.iter().copied()),
-                _ => return Err(format!("bias '{}' is not float32", model.graph.name(*v))),
-            },
+            Some(v) => {
+                let a = widened(model, *v, dt, "bias")?;
+                if a.len() != hidden {
+                    return Err(format!("bias '{}' is not [{hidden}]", model.graph.name(*v)));
+                }
+                out.extend(a.iter().copied())
+            }
         }
     }
-    Ok(Tensor::F32(
-        ndarray::ArrayD::from_shape_vec(vec![out.len()], out).expect("1-D"),
-    ))
+    narrowed(
+        ArrayD::from_shape_vec(vec![out.len()], out).expect("1-D"),
+        dt,
+    )
 }
 
 /// The int32 raw mask Attention reads: 1 where `a != 0`. A bool input casts once; other types

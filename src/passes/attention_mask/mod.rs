@@ -153,8 +153,11 @@ pub fn attention_mask(
         visits: 0,
     };
     let m = it.eval(mask).map_err(not_proved)?;
-    if m.dtype != DType::F32 {
-        return Err(not_proved(format!("it is {}, not float32", m.dtype)));
+    if !matches!(m.dtype, DType::F32 | DType::F16) {
+        return Err(not_proved(format!(
+            "it is {}, not float32 or float16",
+            m.dtype
+        )));
     }
     if broadcast_shapes(&[&scores, &m.shape]).as_ref() != Some(&scores) {
         return Err(not_proved(
@@ -473,8 +476,8 @@ fn uniform_constant(t: &Tensor) -> Option<Abs> {
                 .all(|&x| x == first)
                 .then(|| Elem::Int(Poly::constant(first)))?
         }
-        // Storage types (float16, int8, ...) are not mask material here.
-        Tensor::F32(_) | Tensor::F64(_) => {
+        // Other storage types (int8, bfloat16, ...) are not mask material here.
+        Tensor::F32(_) | Tensor::F64(_) | Tensor::F16(_) => {
             let v = t.to_f64_vec();
             let first = *v.first()?;
             v.iter()
@@ -589,10 +592,10 @@ fn elementwise(op: &str, args: &[Abs], out_dtype: Option<DType>) -> Option<Abs> 
                 _ => x * y,
             };
             // Round as the graph does: (MIN * 2) * 0.5 is -inf in float32, not MIN.
-            Elem::Float(if args[0].dtype == DType::F32 {
-                exact as f32 as f64
-            } else {
-                exact
+            Elem::Float(match args[0].dtype {
+                DType::F32 => exact as f32 as f64,
+                DType::F16 => half::f16::from_f64(exact).to_f64(),
+                _ => exact,
             })
         }
         ("Add", [a, b]) => Elem::Int(int(a)?.add(&int(b)?)?),
