@@ -132,7 +132,21 @@ fn quick_gelu_rejects_float64() {
     let s = b.op("Sigmoid", &[x], vec![]);
     let y = b.op("Mul", &[s, x], vec![]);
     b.output(y, "y");
-    assert_rejected(&b.build(), &["quick_gelu"], "f32 only");
+    assert_rejected(&b.build(), &["quick_gelu"], "takes float32 and float16");
+}
+
+#[test]
+fn quick_gelu_fuses_float16_silu() {
+    // The SwiGLU gate of a float16 decoder; onnxruntime's CPU QuickGelu runs float16.
+    let mut b = GraphBuilder::new("f16", 17);
+    let x = input(&mut b, DType::F16);
+    let s = b.op("Sigmoid", &[x], vec![]);
+    let y = b.op("Mul", &[x, s], vec![]);
+    b.output(y, "y");
+    let m = b.build();
+    let (opt, _) = fuse(&m, &["quick_gelu"]);
+    assert_eq!(ops(&opt), counts(&[("QuickGelu", 1)]));
+    assert_parity_within(&m, &opt, 1e-2);
 }
 
 fn hard_swish(opset: i64, alpha: f32, beta: f32) -> Model {

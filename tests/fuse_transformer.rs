@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_parity_within, counts, fuse, ops, seeded_f32};
+use common::{assert_parity_within, counts, fuse, ops, parity, seeded_f32};
 use fuselab::builder::{dims, sym, GraphBuilder};
 use fuselab::ir::types::Dim;
 use fuselab::ir::{attr, Model, ValueId};
@@ -27,7 +27,13 @@ fn vector(b: &mut GraphBuilder, name: &str, n: usize, seed: u32) -> ValueId {
 }
 
 fn scalar(b: &mut GraphBuilder, name: &str, v: f32) -> ValueId {
-    b.initializer(name, &Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v)))
+    scalar_as(b, name, v, DType::F32)
+}
+
+/// A rank-0 constant stored as `dt` (float16 rounds: √(2/π) becomes 0.7978515625).
+fn scalar_as(b: &mut GraphBuilder, name: &str, v: f32, dt: DType) -> ValueId {
+    let t = Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v));
+    b.initializer(name, &t.narrow(dt).unwrap())
 }
 
 /// [batch, seq, HIDDEN] f32.
@@ -293,18 +299,58 @@ fn skip_layer_norm_writes_the_residual_sum_when_it_is_read_again() {
 }
 
 #[test]
-fn skip_layer_norm_rejects_a_broadcast_skip() {
-    // GPT-2's first norm adds position embeddings [1, seq, H] to [batch, seq, H]: Add
-    // broadcasts, SkipLayerNormalization would not. It stays a LayerNormalization.
-    let shape = vec![Dim::Known(1), sym("seq"), Dim::Known(HIDDEN)];
-    let (b, ..) = skip_model(SkipForm::Plain, Some(shape));
-    let m = b.build();
-    let (opt, trace) = fuse(&m, TRANSFORMER_RULES);
-    assert_eq!(ops(&opt), counts(&[("Add", 1), ("LayerNormalization", 1)]));
-    assert!(trace
-        .rejected
-        .iter()
-        .any(|r| r.rule == "skip_layer_norm" && r.reason.contains("not provably the same shape")));
+fn skip_layer_norm_takes_a_skip_shared_by_the_batch() {
+    // GPT-2's and Whisper's first norm add position embeddings [1, seq, H] (or [seq, H]) to
+    // [batch, seq, H]: the op's skip may be either shape, and the [B, S, H] side is its input
+    // whichever side of the Add it is on.
+    for shape in [
+        vec![Dim::Known(1), sym("seq"), Dim::Known(HIDDEN)],
+        vec![sym("seq"), Dim::Known(HIDDEN)],
+    ] {
+        for swapped in [false, true] {
+            let mut b = GraphBuilder::new("skip_shared", 14);
+            let a = hidden_input(&mut b, "a");
+            let s = b.input("pos", DType::F32, shape.clone());
+            let sum = if swapped {
+                b.op("Add", &[s, a], vec![])
+            } else {
+                b.op("Add", &[a, s], vec![])
+            };
+            let (y, _) = decomposed_ln(&mut b, sum, LN);
+            b.output(y, "y");
+            let m = b.build();
+            let (opt, _) = fuse(&m, TRANSFORMER_RULES);
+            assert_eq!(ops(&opt), counts(&[("SkipLayerNormalization", 1)]));
+            let n = only_node(&opt);
+            assert_eq!(
+                n.input(0),
+                Some(a),
+                "the full [B, S, H] operand is the input"
+            );
+            assert_eq!(n.input(1), Some(s));
+            for (batch, seq) in [(3, 4), (1, 1)] {
+                let p = parity(&m, &opt, &[("batch", batch), ("seq", seq)]);
+                assert!(p.max_abs_diff <= TOL, "{shape:?} at {batch}x{seq}");
+            }
+        }
+    }
+}
+
+#[test]
+fn skip_layer_norm_rejects_a_skip_broadcast_over_the_sequence() {
+    // [1, 1, H] (or another seq) broadcasts in Add; SkipLayerNormalization reads [1, S, H] only.
+    for shape in [
+        vec![Dim::Known(1), Dim::Known(1), Dim::Known(HIDDEN)],
+        vec![Dim::Known(1), sym("other"), Dim::Known(HIDDEN)],
+    ] {
+        let (b, ..) = skip_model(SkipForm::Plain, Some(shape));
+        let m = b.build();
+        let (opt, trace) = fuse(&m, TRANSFORMER_RULES);
+        assert_eq!(ops(&opt), counts(&[("Add", 1), ("LayerNormalization", 1)]));
+        assert!(trace.rejected.iter().any(
+            |r| r.rule == "skip_layer_norm" && r.reason.contains("not provably the same shape")
+        ));
+    }
 }
 
 /// Add(a, b) → native LayerNormalization with `axis` and a Mean output that `read_mean` reads.
@@ -514,13 +560,15 @@ enum TanhForm {
     HalfPlusHalfTanh,
 }
 
-/// The tanh GELU on `x`; returns (y, [cube, tanh]).
+/// The tanh GELU on `x`, its constants stored as `dt`; returns (y, [cube, tanh]).
 fn tanh_gelu(
     b: &mut GraphBuilder,
     x: ValueId,
     form: TanhForm,
     coeff: f32,
+    dt: DType,
 ) -> (ValueId, Vec<ValueId>) {
+    let scalar = |b: &mut GraphBuilder, name: &str, v: f32| scalar_as(b, name, v, dt);
     let cube = if form == TanhForm::MulCube {
         let sq = b.op("Mul", &[x, x], vec![]);
         b.op("Mul", &[sq, x], vec![])
@@ -555,7 +603,7 @@ fn fast_gelu_model(form: TanhForm, coeff: f32, bias: bool) -> (GraphBuilder, Vec
         let c = vector(&mut b, "bias", HIDDEN as usize, 6);
         x = b.op("Add", &[x, c], vec![]);
     }
-    let (y, mids) = tanh_gelu(&mut b, x, form, coeff);
+    let (y, mids) = tanh_gelu(&mut b, x, form, coeff, DType::F32);
     b.output(y, "y");
     (b, mids)
 }
@@ -581,6 +629,34 @@ fn fast_gelu_absorbs_a_bias() {
 }
 
 #[test]
+fn fast_gelu_fuses_float16_with_its_rounded_constants() {
+    // In a float16 model √(2/π) is 0.7978515625 and 0.044715 is 0.044708251953125: each is the
+    // float16 nearest the constant, which `matchers::is_scalar` accepts for float16 constants.
+    let mut b = GraphBuilder::new("fast_gelu16", 14);
+    let x = b.input(
+        "x",
+        DType::F16,
+        vec![sym("batch"), sym("seq"), Dim::Known(HIDDEN)],
+    );
+    let (y, _) = tanh_gelu(&mut b, x, TanhForm::Pow, 0.044715, DType::F16);
+    b.output(y, "y");
+    let m = b.build();
+    let (opt, _) = fuse(&m, TRANSFORMER_RULES);
+    assert_eq!(ops(&opt), counts(&[("FastGelu", 1)]));
+    assert_parity_within(&m, &opt, 1e-2);
+}
+
+#[test]
+fn fast_gelu_rejects_a_float16_constant_off_by_more_than_its_rounding() {
+    // 0.0449 is a different coefficient in float16 too (0.044891357421875, ~29 ulps away).
+    let mut b = GraphBuilder::new("fast_gelu16", 14);
+    let x = b.input("x", DType::F16, vec![Dim::Known(2), Dim::Known(HIDDEN)]);
+    let (y, _) = tanh_gelu(&mut b, x, TanhForm::Pow, 0.0449, DType::F16);
+    b.output(y, "y");
+    assert_not_fused(&b.build(), &["fast_gelu"], "no constant operand 0.044715");
+}
+
+#[test]
 fn fast_gelu_rejects_a_wrong_coefficient() {
     let m = fast_gelu_model(TanhForm::Pow, 0.05, false).0.build();
     assert_not_fused(&m, &["fast_gelu"], "no constant operand 0.044715");
@@ -602,7 +678,7 @@ fn fast_gelu_rejects_an_intermediate_that_is_a_graph_output() {
 }
 
 #[test]
-fn fusions_need_f32() {
+fn fusions_refuse_float64() {
     let mut b = GraphBuilder::new("gelu64", 14);
     let x = b.input("x", DType::F64, dims(&[2, 8]));
     let c = b.initializer(
@@ -617,7 +693,7 @@ fn fusions_need_f32() {
     let xp = b.op("Mul", &[x, p], vec![]);
     let y = b.op("Mul", &[xp, half], vec![]);
     b.output(y, "y");
-    assert_not_fused(&b.build(), &["gelu"], "f32 only");
+    assert_not_fused(&b.build(), &["gelu"], "takes float32 and float16");
 }
 
 #[test]

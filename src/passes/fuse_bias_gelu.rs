@@ -6,11 +6,13 @@
 //!   A ─► Add(B) ─► t ─► Gelu ─► y          A ─► BiasGelu(·, B) ─► y
 //! ```
 //! Guards: B is a 1-D constant of the hidden size (A's statically known last dim, so the Add does
-//! not broadcast A); t is read only by the Gelu and is not a graph output; f32 only.
+//! not broadcast A); t is read only by the Gelu and is not a graph output; float32 or float16.
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::{Model, Node, NodeId};
-use crate::passes::matchers::{bias_add, fresh_node_name, last_dim, produced_by, require_f32};
+use crate::passes::matchers::{
+    bias_add, fresh_node_name, last_dim, produced_by, require_f32_or_f16,
+};
 use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 pub struct FuseBiasGelu;
@@ -40,7 +42,7 @@ impl Rule for FuseBiasGelu {
         if produced_by(g, t, "Add").is_none() {
             return Proposal::NoMatch;
         }
-        if let Err(why) = require_f32(g, t) {
+        if let Err(why) = require_f32_or_f16(g, t) {
             return Proposal::Reject(why);
         }
         let hidden = match last_dim(g, t) {

@@ -14,13 +14,14 @@
 //! 1-D constant of the hidden size.
 //!
 //! Guards: every intermediate is read once and is not a graph output; 3, 0.044715, √(2/π), 1 and
-//! 0.5 are constants within `CONST_REL_TOL`; x is f32 (onnxruntime's CPU kernel).
+//! 0.5 are constants within `CONST_REL_TOL` (float16 constants: within their rounding, `matchers::is_scalar`);
+//! x is float32 or float16 (onnxruntime's CPU kernel runs both).
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::{Model, Node, NodeId, ValueId};
 use crate::passes::matchers::{
     bias_add, fresh_node_name, half_x_product, is_scalar, last_dim, other_input, produced_by,
-    require_f32, scaled_by, sole_consumer, sole_consumer_op,
+    require_f32_or_f16, scaled_by, sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
@@ -117,7 +118,7 @@ fn finish(
     cube: Vec<NodeId>,
 ) -> Result<Patch, String> {
     let g = &model.graph;
-    require_f32(g, x)?;
+    require_f32_or_f16(g, x)?;
     // Every inner value has one reader (x³ → Mul → Add → Mul → Tanh).
     let mut chain = cube.clone();
     chain.extend(inner.iter().rev());

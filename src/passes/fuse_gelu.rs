@@ -9,12 +9,13 @@
 //! any order or association (`Mul(Mul(x, 0.5), ·)` too), see `matchers::half_x_product`.
 //!
 //! Guards: each intermediate is read once and is not a graph output; √2, 1/√2, 1 and 0.5 are
-//! constants within `CONST_REL_TOL`; x is f32 (onnxruntime's CPU Gelu kernel).
+//! constants within `CONST_REL_TOL`; x is float32 or float16 (onnxruntime's CPU Gelu
+//! kernel runs both).
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::{Model, Node, NodeId};
 use crate::passes::matchers::{
-    fresh_node_name, half_x_product, is_scalar, other_input, require_f32, scaled_by,
+    fresh_node_name, half_x_product, is_scalar, other_input, require_f32_or_f16, scaled_by,
     sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
@@ -76,7 +77,7 @@ fn propose(
     x: crate::ir::ValueId,
 ) -> Result<Patch, String> {
     let g = &model.graph;
-    require_f32(g, x)?;
+    require_f32_or_f16(g, x)?;
     let scaled = g.node(pre_id).output(0).ok_or("no output")?;
     sole_consumer_op(g, scaled, "Erf", "x / sqrt(2)")?;
     let e = g.node(erf_id).output(0).ok_or("Erf has no output")?;

@@ -13,13 +13,13 @@
 //! Guards: the HardSigmoid's output has exactly one reader and is not a graph output; its alpha is
 //! 1/6 and its beta 0.5 within `CONST_REL_TOL` (HardSwish hard-codes them; MobileNet's and
 //! Paddle's HardSigmoid with alpha 0.2 is another function); the Mul multiplies by x itself; x is
-//! float32 (float64 HardSwish has no onnxruntime CPU kernel); the model imports ai.onnx opset ≥ 14
+//! float32 or float16 (float64 HardSwish has no onnxruntime CPU kernel); the model imports ai.onnx opset ≥ 14
 //! (the rule does not raise opsets).
 
 use crate::ir::{Model, Node, NodeId};
 use crate::ops::activation::{Act, FloatFn};
 use crate::passes::matchers::{
-    fresh_node_name, other_input, require_f32, sole_consumer_op, CONST_REL_TOL,
+    fresh_node_name, other_input, require_f32_or_f16, sole_consumer_op, CONST_REL_TOL,
 };
 use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
@@ -87,7 +87,7 @@ fn fuse(model: &Model, hs_id: NodeId) -> Result<Patch, String> {
             mul.label(mul_id)
         ));
     }
-    require_f32(g, x)?;
+    require_f32_or_f16(g, x)?;
     let y = mul.output(0).ok_or("Mul has no output")?;
     let mut fused = Node::new("HardSwish", "");
     fused.name = fresh_node_name(g, &format!("{}_HardSwish", g.name(y)));

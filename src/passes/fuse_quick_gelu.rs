@@ -12,12 +12,13 @@
 //!
 //! Guards: the scaled value and the sigmoid each have exactly one reader and are not graph
 //! outputs; α is a finite rank-0 constant; the outer Mul multiplies by x itself (the same value,
-//! so no broadcast can change the shape); x is float32 (onnxruntime's CPU QuickGelu kernel).
+//! so no broadcast can change the shape); x is float32 or float16 (onnxruntime's CPU QuickGelu kernel
+//! runs both).
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::{Model, Node, NodeId, ValueId};
 use crate::passes::matchers::{
-    constant_value, fresh_node_name, other_input, produced_by, require_f32, scalar_constant,
+    constant_value, fresh_node_name, other_input, produced_by, require_f32_or_f16, scalar_constant,
     sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
@@ -107,7 +108,7 @@ fn fuse(
             gate.label(gate_id)
         ));
     }
-    require_f32(g, x)?;
+    require_f32_or_f16(g, x)?;
     remove.push(gate_id);
     let y = gate.output(0).ok_or("Mul has no output")?;
     let mut fused = Node::new("QuickGelu", MS_DOMAIN);

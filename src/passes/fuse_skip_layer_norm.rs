@@ -18,13 +18,15 @@
 //!
 //! Guards: the norm normalizes the last axis only and its Mean/InvStdDev outputs are
 //! unread (SkipLayerNormalization's have other shapes); A and B have the same shape, rank 2 or 3,
-//! provably (SkipLayerNormalization does not broadcast the way Add does); gamma, beta and bias are
+//! provably, or one is [B, S, H] and the other [1, S, H] or [S, H] (a skip shared by the batch,
+//! such as GPT-2's and Whisper's position embeddings; the op broadcasts only that way); gamma, beta and bias are
 //! 1-D constants of the hidden size (the statically known last dim); the inner bias Add, if any,
 //! has the outer Add as its only reader; float32 or float16 (onnxruntime's CPU kernels take both
 //! and accumulate in float32).
 
 use crate::ir::model::MS_DOMAIN;
-use crate::ir::{Model, Node, NodeId};
+use crate::ir::types::Dim;
+use crate::ir::{Model, Node, NodeId, ValueId};
 use crate::passes::matchers::{
     absorbable_layer_norm, bias_add, fresh_node_name, last_dim, norm_attrs, produced_by,
     require_f32_or_f16,
@@ -109,10 +111,16 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
             remove.push(inner);
         }
     }
-    let (ti, ts) = (&g.value(input).ty, &g.value(skip).ty);
-    if !ti.same_shape_as(ts) {
+    // The skip may be shared by every batch row ([1, S, H] or [S, H], GPT-2's position
+    // embeddings): then it is the skip, and the full [B, S, H] operand the input.
+    if skip_fits(g, skip, input) && !skip_fits(g, input, skip) {
+        std::mem::swap(&mut input, &mut skip);
+    }
+    if !skip_fits(g, input, skip) {
+        let (ti, ts) = (&g.value(input).ty, &g.value(skip).ty);
         return Err(format!(
-            "input '{}' {ti} and skip '{}' {ts} are not provably the same shape",
+            "input '{}' {ti} and skip '{}' {ts} are not provably the same shape \
+             (or [1, S, H] / [S, H] for a skip shared by the batch)",
             g.name(input),
             g.name(skip)
         ));
@@ -146,6 +154,21 @@ fn propose(model: &Model, ln_id: NodeId, add_id: NodeId) -> Result<Patch, String
         opsets: vec![(MS_DOMAIN.to_string(), 1)],
         ..Default::default()
     })
+}
+
+/// The Skip*LayerNormalization contract: `skip` has `input`'s shape, or, for a 3-D input
+/// [B, S, H], is [1, S, H] or [S, H] (the same S and H, provably).
+fn skip_fits(g: &crate::ir::Graph, input: ValueId, skip: ValueId) -> bool {
+    let (ti, ts) = (&g.value(input).ty, &g.value(skip).ty);
+    if ti.same_shape_as(ts) {
+        return true;
+    }
+    match (ti.shape.as_deref(), ts.shape.as_deref()) {
+        (Some([_, s, h]), Some([Dim::Known(1), s2, h2]) | Some([s2, h2])) => {
+            s.provably_eq(s2) && h.provably_eq(h2)
+        }
+        _ => false,
+    }
 }
 
 /// A second anchor: a Skip(Simplified)LayerNormalization without bias whose input or skip is a

@@ -78,9 +78,17 @@ pub fn scalar_constant(model: &Model, v: ValueId) -> Option<f64> {
     }
 }
 
-/// True when `v` is a one-element constant within `CONST_REL_TOL` of `want`.
+/// True when `v` is a rank-0 constant within `CONST_REL_TOL` of `want`, or, stored as float16
+/// or bfloat16, `want` rounded to that type (half an ulp: 2^-11 or 2^-8 relative), so that
+/// √(2/π) is 0.7978515625 in a float16 model.
 pub fn is_scalar(model: &Model, v: ValueId, want: f64) -> bool {
-    scalar_constant(model, v).is_some_and(|x| (x - want).abs() <= CONST_REL_TOL * want.abs())
+    use crate::tensor::DType;
+    let rel = match constant_value(model, v).map(|t| t.dtype()) {
+        Some(DType::F16) => 2f64.powi(-11),
+        Some(DType::BF16) => 2f64.powi(-8),
+        _ => CONST_REL_TOL,
+    };
+    scalar_constant(model, v).is_some_and(|x| (x - want).abs() <= rel * want.abs())
 }
 
 /// The producer of `v` when it is `op_type` in the default domain.
