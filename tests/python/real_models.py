@@ -260,7 +260,8 @@ SPECS: dict[str, Spec] = {
     **{
         f"{ZOO_ID}/{m}.onnx": Spec(dims=TEXT_DIMS, vocab=1000)
         for m in ["llama_gqa_tiny", "qwen2_tiny", "phi_tiny", "distilbert_tiny",
-                  "gpt2_tiny_dynamo", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4"]
+                  "gpt2_tiny_dynamo", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4",
+                  "llama_gqa_tiny_int4_qdq"]
     },
     f"{ZOO_ID}/vit_tiny.onnx": Spec(dims={"batch": 2}, generators={"pixel_values": image}),
     f"{ZOO_ID}/whisper_encoder_tiny.onnx": Spec(
