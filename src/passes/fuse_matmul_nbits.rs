@@ -24,12 +24,12 @@
 //!
 //! Guards: W_q, scale and zero point are constants; W_q is int4/uint4 (bits 4) or int8/uint8
 //! (bits 8) of rank 2; DequantizeLinear is blocked along K (axis 0, block_size a power of two
-//! >= 16, MatMulNBits' own rule): a per-tensor or per-column (block_size 0) one is refused, as
-//! MatMulNBits has one scale per block of K and a whole-K block is not what it is made for;
-//! scale is float32 or float16 of shape [ceil(K / bs), N], and the zero point W_q's type of the
-//! same shape; W is read only by MatMuls, as their second input (B), and is not a graph output;
-//! each MatMul's A has scale's type (MatMulNBits' T), a known rank >= 2 and, when known, last
-//! dim K.
+//! from 16, MatMulNBits' own rule). A per-tensor or per-column (block_size 0) one is refused:
+//! MatMulNBits has one scale per block of K, and a single block spanning all of K (which that
+//! would need) is not mapped. Scale is float32 or float16 of shape [ceil(K / bs), N], the zero
+//! point W_q's type of the same shape; W is read only by MatMuls, as their second input (B),
+//! and is not a graph output; each MatMul's A has scale's type (MatMulNBits' T), a known rank of
+//! at least 2 and, when known, last dim K.
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::Dim;
