@@ -345,3 +345,32 @@ fn a_weight_that_is_a_graph_output_is_refused() {
     b.output(w, "w");
     assert_rejected(&b.build(), &["matmul_nbits"], "is a graph output");
 }
+
+#[test]
+fn a_block_far_beyond_k_is_refused() {
+    // K = 64 in one block of 2^20: B would be 2^19 bytes of padding per column.
+    let mut b = GraphBuilder::new("qdq", 21);
+    let a = a_input(&mut b, INT4);
+    let w = b.initializer("w_q", &codes(DType::I4, &[64, 24], 1));
+    let s = b.initializer("scale", &seeded_f32(&[1, 24], 3));
+    let attrs = vec![attr::int("axis", 0), attr::int("block_size", 1 << 20)];
+    let w = b.node("", "DequantizeLinear", &[Some(w), Some(s)], 1, attrs)[0];
+    let y = b.op("MatMul", &[a, w], vec![]);
+    b.output(y, "y");
+    assert_rejected(&b.build(), &["matmul_nbits"], "larger than K = 64 needs");
+}
+
+#[test]
+fn a_block_up_to_the_power_of_two_above_k_fuses() {
+    // K = 48 in one block of 64: the scale has one row, the block 16 codes of padding.
+    let spec = Spec {
+        k: 48,
+        block: 64,
+        zero_point: true,
+        ..INT4
+    };
+    let m = model(spec);
+    let (opt, _) = fuse(&m, &["matmul_nbits"]);
+    assert_eq!(ops(&opt), counts(&[("MatMulNBits", 1)]));
+    assert_parity_within(&m, &opt, TOL);
+}

@@ -24,7 +24,8 @@
 //!
 //! Guards: W_q, scale and zero point are constants; W_q is int4/uint4 (bits 4) or int8/uint8
 //! (bits 8) of rank 2; DequantizeLinear is blocked along K (axis 0, block_size a power of two
-//! from 16, MatMulNBits' own rule). A per-tensor or per-column (block_size 0) one is refused:
+//! from 16, MatMulNBits' own rule, and at most the power of two from K: a larger block would be
+//! mostly padding in B). A per-tensor or per-column (block_size 0) one is refused:
 //! MatMulNBits has one scale per block of K, and a single block spanning all of K (which that
 //! would need) is not mapped. Scale is float32 or float16 of shape [ceil(K / bs), N], the zero
 //! point W_q's type of the same shape; W is read only by MatMuls, as their second input (B),
@@ -231,6 +232,13 @@ fn pack(model: &Model, dq: &crate::ir::Node, attrs: &DequantizeLinear) -> Result
     if k == 0 || n == 0 {
         return Err(format!("quantized weight has an empty shape [{k}, {n}]"));
     }
+    // MatMulNBits pads each column to whole blocks: a block far beyond K would make B mostly
+    // padding (and a hostile block_size a huge allocation).
+    if bs > k.next_power_of_two().max(16) {
+        return Err(format!(
+            "block_size {bs} is larger than K = {k} needs: B would be mostly padding"
+        ));
+    }
     let t = scale.dtype();
     if !matches!(t, DType::F32 | DType::F16) {
         return Err(format!(
@@ -255,18 +263,14 @@ fn pack(model: &Model, dq: &crate::ir::Node, attrs: &DequantizeLinear) -> Result
             ));
         }
     }
-    let shift = if signed { 1i64 << (bits - 1) } else { 0 };
-    let codes: Vec<u8> = wq
-        .to_f64_vec()
-        .iter()
-        .map(|&q| (q as i64 + shift) as u8)
-        .collect();
+    let shift = if signed { 1u8 << (bits - 1) } else { 0 };
+    let codes = unsigned_codes(&wq, shift)?;
     // The unsigned zero point of block `blk` of column `col`.
-    let zf: Option<Vec<f64>> = zp.as_ref().map(|z| z.to_f64_vec());
+    let zf = zp.as_ref().map(|z| unsigned_codes(z, shift)).transpose()?;
     let zero = |blk: usize, col: usize| -> u8 {
         match &zf {
-            Some(z) => (z[blk * n + col] as i64 + shift) as u8,
-            None => shift as u8,
+            Some(z) => z[blk * n + col],
+            None => shift,
         }
     };
     let blob = bs * bits / 8;
@@ -293,7 +297,7 @@ fn pack(model: &Model, dq: &crate::ir::Node, attrs: &DequantizeLinear) -> Result
             .ok_or_else(|| format!("no {t} scales"))?;
     // Zero points: none for a signed weight without one (MatMulNBits' default is the shift),
     // else packed uint8 [N, ceil(k_blocks * bits / 8)].
-    let zero_points = if zf.is_none() && signed {
+    let zero_points = if zp.is_none() && signed {
         None
     } else {
         let row = (nb * bits).div_ceil(8);
@@ -313,6 +317,16 @@ fn pack(model: &Model, dq: &crate::ir::Node, attrs: &DequantizeLinear) -> Result
         b: u8_tensor(vec![n, nb, blob], b)?,
         scales,
         zero_points,
+    })
+}
+
+/// The codes of an int4/uint4/int8/uint8 tensor as unsigned bytes, signed ones shifted by
+/// `shift` (2^(bits-1)) in wrapping arithmetic: -8..=7 becomes 0..=15, -128..=127 0..=255.
+fn unsigned_codes(t: &Tensor, shift: u8) -> Result<Vec<u8>, String> {
+    Ok(match t {
+        Tensor::I4(a) | Tensor::I8(a) => a.iter().map(|&q| (q as u8).wrapping_add(shift)).collect(),
+        Tensor::U4(a) | Tensor::U8(a) => a.iter().copied().collect(),
+        t => return Err(format!("{} is no 4- or 8-bit code type", t.dtype())),
     })
 }
 
