@@ -126,6 +126,62 @@ fn rotary_embedding_is_one_dispatch(gpu: &Gpu) {
     }
 }
 
+/// com.microsoft MatMulNBits (what `matmul_nbits` makes of a QDQ weight): 4-bit codes with packed
+/// zero points, a partial last block and a bias; 8-bit codes with the default zero point. Any
+/// bytes are valid codes, so B and the zero points are seeded bytes. One dispatch each.
+fn matmul_nbits_is_one_dispatch(gpu: &Gpu) {
+    // (K, N, bits, block_size, zero points, bias)
+    for (k, n, bits, bs, zp, bias) in [
+        (48usize, 24usize, 4usize, 32usize, true, true),
+        (64, 70, 8, 16, false, false),
+        (40, 9, 4, 16, false, true),
+    ] {
+        let nb = k.div_ceil(bs);
+        let bytes = |len: usize, seed: usize| {
+            let v: Vec<u8> = (0..len)
+                .map(|i| ((i * 73 + seed * 29 + i / 7) % 256) as u8)
+                .collect();
+            v
+        };
+        let mut b = GraphBuilder::new("g", 17);
+        b.import("com.microsoft", 1);
+        let a = f32_in(&mut b, "a", &[2, 5, k]);
+        let blob = bs * bits / 8;
+        let w = Tensor::U8(
+            ArrayD::from_shape_vec(IxDyn(&[n, nb, blob]), bytes(n * nb * blob, 1)).unwrap(),
+        );
+        let w = b.initializer("b", &w);
+        let sc = seeded_f32(&[n, nb], 51)
+            .as_f32()
+            .unwrap()
+            .mapv(|v| 0.01 + 0.02 * v.abs());
+        let sc = b.initializer("scales", &Tensor::F32(sc));
+        let mut ins = vec![Some(a), Some(w), Some(sc), None, None, None];
+        if zp {
+            let row = (nb * bits).div_ceil(8);
+            let z =
+                Tensor::U8(ArrayD::from_shape_vec(IxDyn(&[n, row]), bytes(n * row, 2)).unwrap());
+            ins[3] = Some(b.initializer("zp", &z));
+        }
+        if bias {
+            ins[5] = Some(b.initializer("bias", &seeded_f32(&[n], 52)));
+        }
+        while ins.last() == Some(&None) {
+            ins.pop();
+        }
+        let attrs = vec![
+            attr::int("K", k as i64),
+            attr::int("N", n as i64),
+            attr::int("bits", bits as i64),
+            attr::int("block_size", bs as i64),
+        ];
+        let y = b.node("com.microsoft", "MatMulNBits", &ins, 1, attrs);
+        b.output(y[0], "y");
+        let d = check(gpu, &b.build(), &[("a", seeded_f32(&[2, 5, k], 53))], 1e-5);
+        assert_eq!(d, 1, "K {k} N {n} bits {bits}");
+    }
+}
+
 /// MultiHeadAttention as `multi_head_attention` emits it (query [B, S, N·D], heads-first key and
 /// value, an additive bias with a fully masked row): one dispatch, with and without the bias.
 fn multi_head_attention_is_one_dispatch(gpu: &Gpu) {
@@ -1108,6 +1164,7 @@ const CASES: &[Case] = &[
         "rotary_embedding_is_one_dispatch",
         rotary_embedding_is_one_dispatch,
     ),
+    ("matmul_nbits_is_one_dispatch", matmul_nbits_is_one_dispatch),
     (
         "multi_head_attention_is_one_dispatch",
         multi_head_attention_is_one_dispatch,

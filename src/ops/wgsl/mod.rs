@@ -10,7 +10,7 @@ use crate::tensor::DType;
 mod matmul;
 mod transformer;
 
-pub use matmul::{matmul, MatMul, SMALL_M};
+pub use matmul::{matmul, matmul_nbits, MatMul, NBits, SMALL_M};
 pub use transformer::{
     attention_core, embed_layer_norm, layer_norm, mha_core, rotary, AttentionCore, Embed,
     LayerNorm, MhaCore, Rotary, MAX_ATTENTION_SEQ,
