@@ -717,6 +717,30 @@ fn transformers_end_to_end(gpu: &Gpu) {
     }
 }
 
+/// The QDQ 4-bit Llama after the default rules (MatMulNBits ×15, the norm, rotary and attention
+/// fusions around them) runs whole on WebGPU and matches the reference backend.
+fn quantized_llama_end_to_end(gpu: &Gpu) {
+    let limits = Limits::default();
+    let path = common::repo().join("tests/models/zoo/llama_gqa_tiny_int4_qdq.onnx");
+    let m = fuselab::io::load_file(&path, &limits).unwrap();
+    let (fused, _) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
+    let nbits = fused
+        .graph
+        .node_ids()
+        .filter(|&id| fused.graph.node(id).op_type == "MatMulNBits")
+        .count();
+    assert_eq!(nbits, 15);
+    let dims = HashMap::from([("batch".to_string(), 2), ("seq".to_string(), 7)]);
+    let inputs =
+        fuselab::runtime::inputs::random_inputs(&m, &HashMap::new(), &dims, 7, &limits).unwrap();
+    let named: Vec<(&str, Tensor)> = inputs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    let n = check_abs(gpu, &fused, &named, 1e-5);
+    println!("llama_gqa_tiny_int4_qdq 2x7: {n} dispatches fused");
+}
+
 /// `fuselab bench --backend webgpu --json` reports the dispatches of both graphs, and `run
 /// --backend webgpu` writes what the reference backend writes.
 fn cli_backend_flag(_gpu: &Gpu) {
@@ -1165,6 +1189,7 @@ const CASES: &[Case] = &[
         rotary_embedding_is_one_dispatch,
     ),
     ("matmul_nbits_is_one_dispatch", matmul_nbits_is_one_dispatch),
+    ("quantized_llama_end_to_end", quantized_llama_end_to_end),
     (
         "multi_head_attention_is_one_dispatch",
         multi_head_attention_is_one_dispatch,
