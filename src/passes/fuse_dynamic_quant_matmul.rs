@@ -53,10 +53,11 @@ impl Rule for FuseDynamicQuantMatMul {
         let g = &model.graph;
         let mmi = g.node(id);
         // Only a MatMulInteger of a dynamically quantized A is a candidate.
-        if mmi
-            .input(0)
-            .and_then(|v| produced_by(g, v, "DynamicQuantizeLinear"))
-            .is_none()
+        if !mmi.is("MatMulInteger")
+            || mmi
+                .input(0)
+                .and_then(|v| produced_by(g, v, "DynamicQuantizeLinear"))
+                .is_none()
         {
             return Proposal::NoMatch;
         }

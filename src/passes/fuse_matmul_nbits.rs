@@ -59,7 +59,7 @@ impl Rule for FuseMatMulNBits {
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let dq = g.node(id);
-        let Some(w) = dq.output(0) else {
+        let Some(w) = dq.output(0).filter(|_| dq.is("DequantizeLinear")) else {
             return Proposal::NoMatch;
         };
         // Only a dequantized value that some MatMul multiplies by is a candidate.
