@@ -48,7 +48,6 @@ seeded inputs (batch 2, seq 8), compared to torch's outputs (max |diff| <= 1e-4)
 from __future__ import annotations
 
 import argparse
-import collections
 import datetime
 import io
 import json
@@ -64,10 +63,12 @@ import torch
 import transformers
 from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
 
+# Torch-free helpers shared with the zoo's derived files (scripts/zoo_derived.py).
+from zoo_derived import VOCAB, histogram, io_sig, sample_inputs  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "tests" / "models"
 TOL = 1e-4
-VOCAB = 1000
 BATCH, SEQ = 2, 8
 OPSETS = {"": 14, "_op17": 17}
 
@@ -119,29 +120,6 @@ def build_bert() -> torch.nn.Module:
         attn_implementation="eager",
     )
     return BertOutputs(BertModel(cfg, add_pooling_layer=True)).eval()
-
-
-def sample_inputs(names: list[str], seed: int = 0, batch: int = BATCH,
-                  seq: int = SEQ) -> dict[str, np.ndarray]:
-    """[batch, seq] int64: input_ids in [0, VOCAB), attention_mask ones with two zeros (the last
-    two positions of the last row, i.e. right padding), token_type_ids 0 for the first half, 1
-    after."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for n in names:
-        if n == "input_ids":
-            feeds[n] = rng.integers(0, VOCAB, size=(batch, seq), dtype=np.int64)
-        elif n == "attention_mask":
-            m = np.ones((batch, seq), dtype=np.int64)
-            m[-1, -2:] = 0
-            feeds[n] = m
-        elif n == "token_type_ids":
-            t = np.zeros((batch, seq), dtype=np.int64)
-            t[:, seq // 2:] = 1
-            feeds[n] = t
-        else:
-            raise ValueError(n)
-    return feeds
 
 
 SPECS = [
@@ -203,26 +181,6 @@ def compare(module, inputs, out_names, path: Path) -> float:
             worst = max(worst, d)
         result = worst if result is None else result
     return result
-
-
-def histogram(model: onnx.ModelProto) -> dict[str, int]:
-    c = collections.Counter(
-        (f"{n.domain}." if n.domain not in ("", "ai.onnx") else "") + n.op_type
-        for n in model.graph.node
-    )
-    return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def io_sig(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
-    def one(v):
-        t = v.type.tensor_type
-        dims = [d.dim_param or str(d.dim_value) for d in t.shape.dim]
-        ty = onnx.helper.tensor_dtype_to_string(t.elem_type).removeprefix("TensorProto.").lower()
-        return f"{v.name}: {ty} [{', '.join(dims)}]"
-
-    inits = {i.name for i in model.graph.initializer}
-    return ([one(v) for v in model.graph.input if v.name not in inits],
-            [one(v) for v in model.graph.output])
 
 
 # ---------------------------------------------------------------------------------------------

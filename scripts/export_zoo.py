@@ -25,6 +25,8 @@ Files (tests/models/zoo/):
                              DynamicQuantizeLinear + MatMulInteger)
   llama_gqa_tiny_int4.onnx   llama_gqa_tiny.onnx through MatMulNBitsQuantizer (4-bit symmetric,
                              block 32: com.microsoft.MatMulNBits)
+  llama_gqa_tiny_int4_qdq.onnx  the same quantization in QDQ form (quant_format=QuantFormat.QDQ):
+                             DequantizeLinear(int4 weight, block 32) -> MatMul, opset 21
   gpt2_tiny_fp16.onnx        tests/models/gpt2_tiny_op17.onnx through
                              onnxruntime.transformers.float16.convert_float_to_float16
                              (keep_io_types=True: int64 ids in, float32 logits out, fp16 inside)
@@ -41,6 +43,9 @@ Files (tests/models/zoo/):
 Checks: onnx.checker (full) on every file; onnxruntime vs torch (max |diff| <= 1e-4) on seeded
 inputs at two or three shapes for the exports; for the derived files, onnxruntime on the derived
 vs on the float file, reported and bounded by what the conversion itself costs (stated below).
+
+The derived files (int8, int4, fp16) are made and checked by scripts/zoo_derived.py, which needs
+no torch and can remake one of them alone.
 """
 from __future__ import annotations
 
@@ -52,12 +57,12 @@ from typing import Callable
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import torch
 
 import export_models as em
+from zoo_derived import ZOO, describe, export_derived, histogram_line, max_abs, ort_run, \
+    save_checked, table_row
 
-ZOO = em.REPO / "tests" / "models" / "zoo"
 GRAPHS = ZOO / "graphs"
 OPSET_LEGACY = 17
 OPSET_DYNAMO = 20
@@ -252,30 +257,6 @@ def export_dynamo(module, feeds: dict[str, np.ndarray], outputs: list[str],
     return save_checked(program.model_proto, path)
 
 
-def save_checked(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
-    """Writes `model` as one self-contained file and runs the full checker on what was written."""
-    onnx.checker.check_model(model, full_check=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(model.SerializeToString())
-    again = onnx.load(str(path), load_external_data=False)
-    assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in again.graph.initializer)
-    onnx.checker.check_model(str(path), full_check=True)
-    return again
-
-
-def ort_run(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
-
-
-def max_abs(a: list[np.ndarray], b: list[np.ndarray], what: str) -> float:
-    worst = 0.0
-    for x, y in zip(a, b, strict=True):
-        assert x.shape == y.shape, f"{what}: shape {x.shape} != {y.shape}"
-        worst = max(worst, float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)))))
-    return worst
-
-
 def check_vs_torch(module, path: Path, make_feeds, shapes: list[tuple[int, int]]) -> float:
     """max |onnxruntime - torch| over `shapes` ((batch, seq) pairs), each <= em.TOL; returns the
     first shape's."""
@@ -290,17 +271,6 @@ def check_vs_torch(module, path: Path, make_feeds, shapes: list[tuple[int, int]]
         assert d <= em.TOL, f"{path.name} (batch {batch}, seq {seq}): max |ORT - torch| = {d:.3g}"
         first = d if first is None else first
     return first
-
-
-def check_vs_float(path: Path, float_path: Path, feeds: dict[str, np.ndarray],
-                   bound: float) -> float:
-    """max |onnxruntime(derived) - onnxruntime(float)| relative to max |float output|; asserts
-    it is <= bound (what the conversion costs) and returns it."""
-    want = ort_run(float_path, feeds)
-    scale = max(float(np.max(np.abs(w))) for w in want)
-    rel = max_abs(ort_run(path, feeds), want, path.name) / scale
-    assert rel <= bound, f"{path.name}: max |derived - float| / max |float| = {rel:.3g} > {bound}"
-    return rel
 
 
 def strip_weights(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -372,42 +342,6 @@ EXPORTS = {
 }
 
 
-def derive_int8(src: Path, dst: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
-
-
-def derive_int4(src: Path, dst: Path) -> None:
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-    q = MatMulNBitsQuantizer(onnx.load(str(src)), bits=4, block_size=32, is_symmetric=True)
-    q.process()
-    q.model.save_model_to_file(str(dst), use_external_data_format=False)
-
-
-def derive_fp16(src: Path, dst: Path) -> None:
-    from onnxruntime.transformers.float16 import convert_float_to_float16
-    onnx.save(convert_float_to_float16(onnx.load(str(src)), keep_io_types=True), str(dst))
-
-
-# name -> (source file, conversion, bound on max |derived - float| / max |float|, why)
-DERIVED = {
-    "bert_tiny_int8": (em.OUT / "bert_tiny_op17.onnx", derive_int8, 0.1,
-                       "int8 weights and activations: ~1/127 of each range per MatMul"),
-    "llama_gqa_tiny_int4": (ZOO / "llama_gqa_tiny.onnx", derive_int4, 0.25,
-                            "4-bit weights: ~1/7 of each block's range"),
-    "gpt2_tiny_fp16": (em.OUT / "gpt2_tiny_op17.onnx", derive_fp16, 0.01,
-                       "fp16 inside: ~1e-3 relative per op"),
-}
-
-
-def describe(path: Path, model: onnx.ModelProto) -> dict:
-    ins, outs = em.io_sig(model)
-    return {"file": str(path.relative_to(ZOO)), "bytes": path.stat().st_size,
-            "nodes": len(model.graph.node), "inputs": ins, "outputs": outs,
-            "opsets": {o.domain or "ai.onnx": o.version for o in model.opset_import},
-            "ops": em.histogram(model)}
-
-
 def export_all(only: set[str] | None) -> list[dict]:
     rows = []
     for name, (build, make_feeds, outputs, axes, shapes, exporter) in EXPORTS.items():
@@ -426,20 +360,7 @@ def export_all(only: set[str] | None) -> list[dict]:
         rows.append(row)
         print(f"{path.relative_to(em.REPO)}: {row['bytes']:,} bytes, {row['nodes']} nodes, "
               f"{row['check']}")
-    for name, (src, convert, bound, why) in DERIVED.items():
-        if only and name not in only:
-            continue
-        path = ZOO / f"{name}.onnx"
-        convert(src, path)
-        model = save_checked(onnx.load(str(path)), path)
-        names = [i.name for i in onnx.load(str(src), load_external_data=False).graph.input]
-        rel = check_vs_float(path, src, em.sample_inputs(names, seed=1), bound)
-        row = describe(path, model) | {
-            "check": f"max \\|ORT - ORT({src.name})\\| / max \\|out\\| {rel:.2e} "
-                     f"(<= {bound}: {why})"}
-        rows.append(row)
-        print(f"{path.relative_to(em.REPO)}: {row['bytes']:,} bytes, {row['nodes']} nodes, "
-              f"{row['check']}")
+    rows += export_derived(only)
     return rows
 
 
@@ -471,6 +392,10 @@ def write_readme(rows: list[dict], command: str) -> None:
         command,
         "```",
         "",
+        "A derived file alone, without torch: `.venv/bin/python scripts/zoo_derived.py NAME` "
+        "(the int4 files need `pip install onnx-ir`), which rewrites its row and histogram line "
+        "here.",
+        "",
         f"Made with torch {v['torch']}, torchvision {_torchvision_version()}, transformers "
         f"{v['transformers']}, onnx {v['onnx']}, onnxruntime {v['onnxruntime']} (see "
         "`VERSIONS.txt`). Legacy exports use `torch.onnx.export(..., dynamo=False)` at opset "
@@ -490,15 +415,10 @@ def write_readme(rows: list[dict], command: str) -> None:
         "| file | bytes | nodes | opsets | inputs | outputs | check |",
         "|---|---:|---:|---|---|---|---|",
     ]
-    for r in rows:
-        opsets = ", ".join(f"{d} {n}" for d, n in r["opsets"].items())
-        md.append(f"| `{r['file']}` | {r['bytes']:,} | {r['nodes']} | {opsets} | "
-                  f"{'<br>'.join(r['inputs'])} | {'<br>'.join(r['outputs'])} | {r['check']} |")
+    md += [table_row(r) for r in rows]
     md += ["", "## Op histograms", ""]
     for r in rows:
-        md.append(f"`{r['file']}` ({r['nodes']} nodes): "
-                  + ", ".join(f"{k} {n}" for k, n in r["ops"].items()))
-        md.append("")
+        md += [histogram_line(r), ""]
     (ZOO / "README.md").write_text("\n".join(md).rstrip() + "\n")
 
 

@@ -103,8 +103,10 @@ def max_diff(got: dict[str, np.ndarray], want: dict[str, np.ndarray], atol: floa
     return worst, ok
 
 
-def ort_session(path: Path, threads: int | None) -> ort.InferenceSession:
+def ort_session(path: Path, threads: int | None, level: str = "all") -> ort.InferenceSession:
     so = ort.SessionOptions()
+    if level == "basic":
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     if threads:
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = threads
@@ -112,8 +114,8 @@ def ort_session(path: Path, threads: int | None) -> ort.InferenceSession:
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
-def ort_outputs(path: Path, feeds: dict) -> dict[str, np.ndarray]:
-    sess = ort_session(path, threads=None)
+def ort_outputs(path: Path, feeds: dict, level: str = "all") -> dict[str, np.ndarray]:
+    sess = ort_session(path, threads=None, level=level)
     return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds), strict=True))
 
 
@@ -146,7 +148,7 @@ def report_one(fuselab: Path, path: Path, runs: int, work: Path) -> dict:
         "opsets": {o.domain or "ai.onnx": o.version for o in model.opset_import},
     }
     feeds = make_feeds(model, spec)
-    want = ort_outputs(path, feeds)
+    want = ort_outputs(path, feeds, spec.ort_level)
     row["ort_ms"] = ort_time_ms(path, feeds, runs)
 
     # fuselab run vs onnxruntime

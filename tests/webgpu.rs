@@ -126,6 +126,62 @@ fn rotary_embedding_is_one_dispatch(gpu: &Gpu) {
     }
 }
 
+/// com.microsoft MatMulNBits (what `matmul_nbits` makes of a QDQ weight): 4-bit codes with packed
+/// zero points, a partial last block and a bias; 8-bit codes with the default zero point. Any
+/// bytes are valid codes, so B and the zero points are seeded bytes. One dispatch each.
+fn matmul_nbits_is_one_dispatch(gpu: &Gpu) {
+    // (K, N, bits, block_size, zero points, bias)
+    for (k, n, bits, bs, zp, bias) in [
+        (48usize, 24usize, 4usize, 32usize, true, true),
+        (64, 70, 8, 16, false, false),
+        (40, 9, 4, 16, false, true),
+    ] {
+        let nb = k.div_ceil(bs);
+        let bytes = |len: usize, seed: usize| {
+            let v: Vec<u8> = (0..len)
+                .map(|i| ((i * 73 + seed * 29 + i / 7) % 256) as u8)
+                .collect();
+            v
+        };
+        let mut b = GraphBuilder::new("g", 17);
+        b.import("com.microsoft", 1);
+        let a = f32_in(&mut b, "a", &[2, 5, k]);
+        let blob = bs * bits / 8;
+        let w = Tensor::U8(
+            ArrayD::from_shape_vec(IxDyn(&[n, nb, blob]), bytes(n * nb * blob, 1)).unwrap(),
+        );
+        let w = b.initializer("b", &w);
+        let sc = seeded_f32(&[n, nb], 51)
+            .as_f32()
+            .unwrap()
+            .mapv(|v| 0.01 + 0.02 * v.abs());
+        let sc = b.initializer("scales", &Tensor::F32(sc));
+        let mut ins = vec![Some(a), Some(w), Some(sc), None, None, None];
+        if zp {
+            let row = (nb * bits).div_ceil(8);
+            let z =
+                Tensor::U8(ArrayD::from_shape_vec(IxDyn(&[n, row]), bytes(n * row, 2)).unwrap());
+            ins[3] = Some(b.initializer("zp", &z));
+        }
+        if bias {
+            ins[5] = Some(b.initializer("bias", &seeded_f32(&[n], 52)));
+        }
+        while ins.last() == Some(&None) {
+            ins.pop();
+        }
+        let attrs = vec![
+            attr::int("K", k as i64),
+            attr::int("N", n as i64),
+            attr::int("bits", bits as i64),
+            attr::int("block_size", bs as i64),
+        ];
+        let y = b.node("com.microsoft", "MatMulNBits", &ins, 1, attrs);
+        b.output(y[0], "y");
+        let d = check(gpu, &b.build(), &[("a", seeded_f32(&[2, 5, k], 53))], 1e-5);
+        assert_eq!(d, 1, "K {k} N {n} bits {bits}");
+    }
+}
+
 /// MultiHeadAttention as `multi_head_attention` emits it (query [B, S, N·D], heads-first key and
 /// value, an additive bias with a fully masked row): one dispatch, with and without the bias.
 fn multi_head_attention_is_one_dispatch(gpu: &Gpu) {
@@ -661,6 +717,30 @@ fn transformers_end_to_end(gpu: &Gpu) {
     }
 }
 
+/// The QDQ 4-bit Llama after the default rules (MatMulNBits ×15, the norm, rotary and attention
+/// fusions around them) runs whole on WebGPU and matches the reference backend.
+fn quantized_llama_end_to_end(gpu: &Gpu) {
+    let limits = Limits::default();
+    let path = common::repo().join("tests/models/zoo/llama_gqa_tiny_int4_qdq.onnx");
+    let m = fuselab::io::load_file(&path, &limits).unwrap();
+    let (fused, _) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
+    let nbits = fused
+        .graph
+        .node_ids()
+        .filter(|&id| fused.graph.node(id).op_type == "MatMulNBits")
+        .count();
+    assert_eq!(nbits, 15);
+    let dims = HashMap::from([("batch".to_string(), 2), ("seq".to_string(), 7)]);
+    let inputs =
+        fuselab::runtime::inputs::random_inputs(&m, &HashMap::new(), &dims, 7, &limits).unwrap();
+    let named: Vec<(&str, Tensor)> = inputs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    let n = check_abs(gpu, &fused, &named, 1e-5);
+    println!("llama_gqa_tiny_int4_qdq 2x7: {n} dispatches fused");
+}
+
 /// `fuselab bench --backend webgpu --json` reports the dispatches of both graphs, and `run
 /// --backend webgpu` writes what the reference backend writes.
 fn cli_backend_flag(_gpu: &Gpu) {
@@ -1108,6 +1188,8 @@ const CASES: &[Case] = &[
         "rotary_embedding_is_one_dispatch",
         rotary_embedding_is_one_dispatch,
     ),
+    ("matmul_nbits_is_one_dispatch", matmul_nbits_is_one_dispatch),
+    ("quantized_llama_end_to_end", quantized_llama_end_to_end),
     (
         "multi_head_attention_is_one_dispatch",
         multi_head_attention_is_one_dispatch,

@@ -165,6 +165,12 @@ pub trait Op: Any + Send + Sync {
     fn lower(&self, cx: &NodeCtx) -> Result<Lowered, String> {
         Err(lowering::no_kernel(cx))
     }
+    /// Inputs the WebGPU lowering reads as uint8 bytes packed four to a u32 word, low byte
+    /// first (MatMulNBits' B and zero points). The session accepts a uint8 value there only when
+    /// it is static (an initializer), and uploads it packed; anywhere else uint8 is refused.
+    fn packed_byte_inputs(&self) -> &'static [usize] {
+        &[]
+    }
     /// For ops whose output is input 0 relabelled (Reshape, Squeeze, ...): the output shape,
     /// so the executor can move a tensor instead of copying it.
     fn relabel(&self) -> Option<RelabelShape> {

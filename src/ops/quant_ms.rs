@@ -26,9 +26,11 @@
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{check_out, input, opt_input, unsupported_type};
+use super::lowering::{run, Lowered, NodeCtx, Ty};
 use super::quant::{
     centered, dynamic_params, float_math, float_tensor, infer_matmul, int_matmul, quantize1,
 };
+use super::wgsl::{self, numel};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::tensor::{DType, Tensor};
@@ -112,6 +114,60 @@ impl Op for MatMulNBits {
     }
     fn any_element_type(&self) -> bool {
         true
+    }
+    fn packed_byte_inputs(&self) -> &'static [usize] {
+        &[1, 3]
+    }
+    /// One dispatch (`wgsl::matmul_nbits`), float32, with B and zero points constant (uploaded
+    /// as packed bytes).
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        const OP: &str = "MatMulNBits";
+        if c.ty(0)? != Ty::F32 {
+            return Err(format!("{OP} is float32-only on webgpu"));
+        }
+        let (k, n) = (self.k, self.n);
+        let a = &c.input(0)?.shape;
+        if a.last() != Some(&k) {
+            return Err(format!("{OP}: A's last dim must be K = {k}, got {a:?}"));
+        }
+        let b = c.input(1)?;
+        let want = [n, self.blocks(), self.blob()];
+        if b.dtype != DType::U8 || b.shape != want {
+            return Err(format!(
+                "{OP}: B must be uint8 {want:?} on webgpu, got {} {:?}",
+                b.dtype, b.shape
+            ));
+        }
+        if c.ty(2)? != Ty::F32 || numel(&c.input(2)?.shape) != n * self.blocks() {
+            return Err(format!("{OP}: scales must be float32 [N, k_blocks]"));
+        }
+        let zero_points = c.has_input(3);
+        if zero_points {
+            let z = c.input(3)?;
+            let row = (self.blocks() * self.bits).div_ceil(8);
+            if z.dtype != DType::U8 || numel(&z.shape) != n * row {
+                return Err(format!(
+                    "{OP}: only packed uint8 zero points [N, {row}] are on webgpu, got {} {:?}",
+                    z.dtype, z.shape
+                ));
+            }
+        }
+        if c.has_input(4) && numel(&c.input(4)?.shape) != 0 {
+            return Err(format!("{OP}: g_idx is not on webgpu"));
+        }
+        let bias = c.has_input(5);
+        if bias && (c.ty(5)? != Ty::F32 || numel(&c.input(5)?.shape) != n) {
+            return Err(format!("{OP}: bias must be float32 [N]"));
+        }
+        run(wgsl::matmul_nbits(&wgsl::NBits {
+            m: numel(a) / k,
+            k,
+            n,
+            bits: self.bits,
+            block: self.block_size,
+            zero_points,
+            bias,
+        }))
     }
 }
 

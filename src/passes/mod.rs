@@ -10,6 +10,7 @@ pub mod fuse_attention;
 pub mod fuse_bias_gelu;
 pub mod fuse_conv_activation;
 pub mod fuse_conv_batchnorm;
+pub mod fuse_dynamic_quant_matmul;
 pub mod fuse_elementwise;
 pub mod fuse_embed_layer_norm;
 pub mod fuse_fast_gelu;
@@ -17,6 +18,7 @@ pub mod fuse_gelu;
 pub mod fuse_gemm_activation;
 pub mod fuse_hard_swish;
 pub mod fuse_layer_norm;
+pub mod fuse_matmul_nbits;
 pub mod fuse_mha;
 pub mod fuse_pad_conv;
 pub mod fuse_quick_gelu;
@@ -53,6 +55,8 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &cse::CommonSubexpressions,
     &gemm_to_matmul::GemmToMatMul,
     &fuse_add_eyelike::FuseAddEyeLike,
+    &fuse_matmul_nbits::FuseMatMulNBits,
+    &fuse_dynamic_quant_matmul::FuseDynamicQuantMatMul,
     &fuse_layer_norm::FuseLayerNorm,
     &fuse_rms_norm::FuseRmsNorm,
     &fuse_embed_layer_norm::FuseEmbedLayerNorm,

@@ -353,8 +353,12 @@ def file_stem(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
 
 
-def ort_outputs(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+def ort_outputs(path: Path, feeds: dict[str, np.ndarray], level: str = "all") -> dict[str, np.ndarray]:
+    """onnxruntime (CPU) on `feeds`, at graph optimization level `level` ("all" or "basic")."""
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = {"all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+                                     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC}[level]
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, feeds), strict=True))
 

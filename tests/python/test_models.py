@@ -123,8 +123,9 @@ def feeds_and_reference():
 
     def get(model: Path):
         if model not in cache:
-            feeds = make_feeds(onnx.load(str(model)), SPECS[model_id(model)])
-            cache[model] = feeds, ort_outputs(model, feeds)
+            spec = SPECS[model_id(model)]
+            feeds = make_feeds(onnx.load(str(model)), spec)
+            cache[model] = feeds, ort_outputs(model, feeds, spec.ort_level)
         return cache[model]
 
     return get
@@ -172,6 +173,9 @@ def test_looser_tolerances_say_why():
     for mid, spec in SPECS.items():
         if (spec.atol, spec.rtol) != (DEFAULT_ATOL, DEFAULT_RTOL):
             assert spec.why, f"{mid}: tolerance {spec.atol:g}/{spec.rtol:g} without a reason"
+        assert spec.ort_level in ("all", "basic"), (mid, spec.ort_level)
+        if spec.ort_level != "all":
+            assert spec.why, f"{mid}: onnxruntime at {spec.ort_level} without a reason"
 
 
 def test_known_failures_name_models():

@@ -158,3 +158,81 @@ fn matmul_small(p: &MatMul) -> Dispatch {
         writes: vec![Bind::Out(0)],
     }
 }
+
+/// MatMulNBits on float32 (`ops::quant_ms` states the contract): `out[r, n] = Σ_k A[r, k] ·
+/// ((code(n, k) − zp(n, k / block)) · scale[n, k / block]) (+ bias[n])`, one thread per output
+/// element. B and packed zero points are read as bytes four to a u32 word
+/// (`Op::packed_byte_inputs`); bindings: A, B, scales, then zero points and bias when given.
+pub struct NBits {
+    /// Rows of A (its elements / K).
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub bits: usize,
+    pub block: usize,
+    pub zero_points: bool,
+    pub bias: bool,
+}
+
+pub fn matmul_nbits(p: &NBits) -> Dispatch {
+    let (m, k, n, bits, bs) = (p.m, p.k, p.n, p.bits, p.block);
+    let nb = k.div_ceil(bs);
+    let blob = bs * bits / 8;
+    let zrow = (nb * bits).div_ceil(8);
+    let mask = (1u32 << bits) - 1;
+    let total = m * n;
+    let (groups, xthreads) = grid(total, WG);
+    let mut reads = vec![Bind::In(0), Bind::In(1), Bind::In(2)];
+    let mut tys = vec![Ty::F32, Ty::U32, Ty::F32];
+    let zp_at = if p.zero_points {
+        reads.push(Bind::In(3));
+        tys.push(Ty::U32);
+        Some(tys.len() - 1)
+    } else {
+        None
+    };
+    let bias_at = if p.bias {
+        reads.push(Bind::In(5));
+        tys.push(Ty::F32);
+        Some(tys.len() - 1)
+    } else {
+        None
+    };
+    let mut s = String::new();
+    bindings(&mut s, &tys, &[Ty::F32]);
+    // Code `j` of the blob starting at byte `at` of B: byte j·bits/8, low bits first.
+    let _ = writeln!(
+        s,
+        "fn code1(at: u32, j: u32) -> u32 {{\n  let byte = at + j * {bits}u / 8u;\n  let w = in1[byte / 4u];\n  return ((w >> ((byte % 4u) * 8u)) >> ((j * {bits}u) % 8u)) & {mask}u;\n}}"
+    );
+    if let Some(z) = zp_at {
+        let _ = writeln!(
+            s,
+            "fn zp(col: u32, blk: u32) -> f32 {{\n  let byte = col * {zrow}u + blk * {bits}u / 8u;\n  let w = in{z}[byte / 4u];\n  return f32(((w >> ((byte % 4u) * 8u)) >> ((blk * {bits}u) % 8u)) & {mask}u);\n}}"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "fn zp(col: u32, blk: u32) -> f32 {{ return {}.0; }}",
+            1u32 << (bits - 1)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {total}u) {{ return; }}\n  let col = i % {n}u;\n  let row = i / {n}u;\n  var acc = 0.0;\n  for (var blk = 0u; blk < {nb}u; blk = blk + 1u) {{\n    let sc = in2[col * {nb}u + blk];\n    let z = zp(col, blk);\n    let at = (col * {nb}u + blk) * {blob}u;\n    let len = min({bs}u, {k}u - blk * {bs}u);\n    for (var j = 0u; j < len; j = j + 1u) {{\n      acc = acc + in0[row * {k}u + blk * {bs}u + j] * ((f32(code1(at, j)) - z) * sc);\n    }}\n  }}"
+    );
+    match bias_at {
+        Some(b) => {
+            let _ = writeln!(s, "  out0[i] = acc + in{b}[col];\n}}");
+        }
+        None => {
+            let _ = writeln!(s, "  out0[i] = acc;\n}}");
+        }
+    }
+    Dispatch {
+        wgsl: s,
+        groups,
+        reads,
+        writes: vec![Bind::Out(0)],
+    }
+}

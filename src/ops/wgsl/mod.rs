@@ -1,7 +1,8 @@
 //! WGSL kernel generators. Every kernel is generated for one node with its shapes baked in as
 //! constants (a session is prepared for fixed input shapes), so the text is short and the
 //! compiler sees every loop bound. Element types on the GPU are 4 bytes: f32, i32 (ONNX int32
-//! and int64, range-checked on upload) and u32 0/1 (bool).
+//! and int64, range-checked on upload) and u32 0/1 (bool); constant uint8 that an op reads as
+//! packed bytes (`Op::packed_byte_inputs`: MatMulNBits' weights) is four bytes to a u32 word.
 
 use std::fmt::Write;
 
@@ -10,7 +11,7 @@ use crate::tensor::DType;
 mod matmul;
 mod transformer;
 
-pub use matmul::{matmul, MatMul, SMALL_M};
+pub use matmul::{matmul, matmul_nbits, MatMul, NBits, SMALL_M};
 pub use transformer::{
     attention_core, embed_layer_norm, layer_norm, mha_core, rotary, AttentionCore, Embed,
     LayerNorm, MhaCore, Rotary, MAX_ATTENTION_SEQ,

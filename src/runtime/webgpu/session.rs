@@ -84,7 +84,14 @@ struct Storage {
 }
 
 fn bytes_of(info: &Info) -> u64 {
-    (numel(&info.shape) as u64 * 4).max(4)
+    let n = numel(&info.shape) as u64;
+    // uint8 (static, packed four to a word: `Op::packed_byte_inputs`) or 4 bytes an element.
+    let bytes = if info.dtype == DType::U8 {
+        n.div_ceil(4) * 4
+    } else {
+        n * 4
+    };
+    bytes.max(4)
 }
 
 impl GpuSession {
@@ -215,7 +222,19 @@ impl GpuSession {
                     .map(|v| v.and_then(|v| statics.get(&v)))
                     .collect(),
             };
-            for info in ctx.ins.iter().chain(&ctx.outs).flatten() {
+            let packed = |k: usize| {
+                op.packed_byte_inputs().contains(&k)
+                    && n.inputs[k].is_some_and(|v| is_static.contains(&v))
+            };
+            for (k, info) in ctx.ins.iter().enumerate() {
+                match info {
+                    Some(info) if !(info.dtype == DType::U8 && packed(k)) => {
+                        Ty::of(info.dtype).map_err(fail)?;
+                    }
+                    _ => {}
+                }
+            }
+            for info in ctx.outs.iter().flatten() {
                 Ty::of(info.dtype).map_err(fail)?;
             }
             match lower(&ctx).map_err(fail)? {
@@ -583,10 +602,16 @@ impl GpuSession {
     }
 }
 
-/// A tensor as the GPU holds it: 4 bytes per element (int64 narrowed to int32 when it fits).
+/// A tensor as the GPU holds it: 4 bytes per element (int64 narrowed to int32 when it fits);
+/// uint8 (only static values an op reads packed: `Op::packed_byte_inputs`) as its bytes, padded
+/// to a whole word.
 fn to_gpu_bytes(name: &str, t: &Tensor) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(t.len() * 4);
     match t {
+        Tensor::U8(a) => {
+            out.extend(a.iter());
+            out.resize(out.len().div_ceil(4) * 4, 0);
+        }
         Tensor::F32(a) => a.iter().for_each(|v| out.extend(v.to_le_bytes())),
         Tensor::I32(a) => a.iter().for_each(|v| out.extend(v.to_le_bytes())),
         Tensor::Bool(a) => a.iter().for_each(|&v| out.extend((v as u32).to_le_bytes())),
