@@ -215,10 +215,218 @@ fn scores_read_outside_the_block_are_refused() {
 }
 
 #[test]
-fn attention_without_rotary_is_left_to_the_attention_rule() {
-    // Before `rotary` has run, q is no RotaryEmbedding: no candidate, no report entry.
+fn an_unfused_rotary_query_is_refused() {
+    // Before `rotary` has run, q is the rotate-half arithmetic, not the heads or a RotaryEmbedding.
     let m = block(LLAMA);
     let (opt, trace) = fuse(&m, &["multi_head_attention"]);
     assert_eq!(ops(&opt), ops(&m));
-    assert!(trace.rewrites.is_empty() && trace.rejected.is_empty());
+    assert!(trace.rewrites.is_empty());
+    assert_rejected(&m, &["multi_head_attention"], "are not a Transpose");
+}
+
+// ------------------------------------------------------------------ encoder self-attention
+
+const HIDDEN: i64 = HEADS * D;
+
+#[derive(Clone, Copy, PartialEq)]
+enum EncMask {
+    None,
+    /// Where(Unsqueeze(Cast(A, bool), [1, 2]), 0, F): [B, 1, 1, T], provable.
+    Padding,
+    /// A graph input [batch, 1, seq, seq] added as it is.
+    Bias,
+    /// A graph input [batch, 1, 1, seq]: broadcasts over queries, which attention_bias cannot.
+    RowBias,
+}
+
+/// BERT's encoder block as int8 exports leave it: each projection is MatMul then a per-column
+/// Mul (a dequantization scale), so `attention` (which wants plain MatMul projections) refuses;
+/// Kᵀ is Transpose(0,2,3,1) of the Reshape, V Transpose(0,2,1,3).
+fn encoder(mask: EncMask, dt: DType) -> Model {
+    let mut b = GraphBuilder::new("encoder", 17);
+    let (bs, ss) = (sym("batch"), sym("seq"));
+    let x = b.input("x", dt, vec![bs.clone(), ss.clone(), Dim::Known(HIDDEN)]);
+    let a = b.input("attention_mask", DType::I64, vec![bs.clone(), ss.clone()]);
+    let split = ints(&mut b, "split", &[0, 0, HEADS, D]);
+    let narrow = |t: Tensor| t.narrow(dt).unwrap();
+    let mut heads = |b: &mut GraphBuilder, i: u32, perm: &[i64]| {
+        let w = b.initializer(
+            &format!("w{i}"),
+            &narrow(seeded_f32(&[HIDDEN as usize, HIDDEN as usize], i)),
+        );
+        let c = b.initializer(
+            &format!("col_scale{i}"),
+            &narrow(seeded_f32(&[HIDDEN as usize], 10 + i)),
+        );
+        let mm = b.op("MatMul", &[x, w], vec![]);
+        let p = b.op("Mul", &[mm, c], vec![]);
+        let r = b.op("Reshape", &[p, split], vec![]);
+        b.op("Transpose", &[r], vec![attr::ints("perm", perm)])
+    };
+    let q = heads(&mut b, 1, &[0, 2, 1, 3]);
+    let k = heads(&mut b, 2, &[0, 2, 3, 1]);
+    let v = heads(&mut b, 3, &[0, 2, 1, 3]);
+    let qk = b.op("MatMul", &[q, k], vec![]);
+    let c = b.initializer(
+        "scale",
+        &Tensor::F32(ArrayD::from_elem(IxDyn(&[]), 1.0 / (D as f32).sqrt()))
+            .narrow(dt)
+            .unwrap(),
+    );
+    let mut logits = b.op("Mul", &[qk, c], vec![]);
+    let m = match mask {
+        EncMask::None => None,
+        EncMask::Padding => {
+            let keep = b.op("Cast", &[a], vec![attr::int("to", DType::BOOL.0 as i64)]);
+            let axes = ints(&mut b, "mask_axes", &[1, 2]);
+            let keep = b.op("Unsqueeze", &[keep, axes], vec![]);
+            let f = if dt == DType::F16 { -65504.0 } else { f32::MIN };
+            let scalar_dt = |b: &mut GraphBuilder, name: &str, v: f32| {
+                let t = Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v));
+                b.initializer(name, &t.narrow(dt).unwrap())
+            };
+            let zero = scalar_dt(&mut b, "zero", 0.0);
+            let f = scalar_dt(&mut b, "filter", f);
+            Some(b.op("Where", &[keep, zero, f], vec![]))
+        }
+        EncMask::Bias => Some(b.input("bias", dt, vec![bs.clone(), Dim::Known(1), ss.clone(), ss])),
+        EncMask::RowBias => Some(b.input("bias", dt, vec![bs, Dim::Known(1), Dim::Known(1), ss])),
+    };
+    if let Some(m) = m {
+        logits = b.op("Add", &[logits, m], vec![]);
+    }
+    let probs = b.op("Softmax", &[logits], vec![attr::int("axis", -1)]);
+    let ctx = b.op("MatMul", &[probs, v], vec![]);
+    let ct = b.op("Transpose", &[ctx], vec![attr::ints("perm", &[0, 2, 1, 3])]);
+    let merge = ints(&mut b, "merge", &[0, 0, HIDDEN]);
+    let y = b.op("Reshape", &[ct, merge], vec![]);
+    b.output(y, "y");
+    if mask != EncMask::Padding {
+        let keep_read = b.op("Identity", &[a], vec![]);
+        b.output(keep_read, "mask_copy");
+    }
+    b.build()
+}
+
+const ENCODER_RULES: &[&str] = &["attention", "multi_head_attention", "dce"];
+
+fn mha_node(m: &Model) -> fuselab::ir::Node {
+    let g = &m.graph;
+    let id = g
+        .node_ids()
+        .find(|&i| g.node(i).op_type == "MultiHeadAttention");
+    g.node(id.expect("a MultiHeadAttention")).clone()
+}
+
+/// Both models on seeded x and the given mask rows (and a seeded bias when the model has one).
+fn diff_with_mask(a: &Model, b: &Model, batch: usize, seq: usize, mask: &[i64]) -> f64 {
+    let limits = fuselab::Limits::default();
+    let mut inputs = std::collections::HashMap::from([
+        (
+            "x".to_string(),
+            seeded_f32(&[batch, seq, HIDDEN as usize], 3),
+        ),
+        (
+            "attention_mask".to_string(),
+            Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[batch, seq]), mask.to_vec()).unwrap()),
+        ),
+    ]);
+    if a.graph.inputs.len() == 3 {
+        inputs.insert("bias".into(), seeded_f32(&[batch, 1, seq, seq], 4));
+    }
+    let run = |m: &Model| {
+        fuselab::runtime::reference::Executor::new(m, &limits)
+            .unwrap()
+            .run(&inputs)
+            .unwrap()
+    };
+    fuselab::runtime::parity::compare(&run(a), &run(b), 0.0).max_abs_diff
+}
+
+#[test]
+fn encoder_attention_with_a_padding_mask_reads_it_as_key_padding_mask() {
+    let m = encoder(EncMask::Padding, DType::F32);
+    assert_rejected(
+        &m,
+        &["attention"],
+        "does not scale the scores by a scalar constant",
+    );
+    let (opt, _) = fuse(&m, ENCODER_RULES);
+    let got = ops(&opt);
+    // The projections stay (MatMul, Mul each); the rest is one node and the mask's two Casts.
+    let want: Vec<(String, usize)> = [
+        ("Cast", 2),
+        ("MatMul", 3),
+        ("Mul", 3),
+        ("MultiHeadAttention", 1),
+    ]
+    .iter()
+    .map(|(o, n)| (o.to_string(), *n))
+    .collect();
+    assert_eq!(got, want);
+    let n = mha_node(&opt);
+    assert_eq!(n.inputs.len(), 5, "query, key, value, -, key_padding_mask");
+    assert_eq!(n.attr_float("mask_filter_value"), Some(f32::MIN));
+    // Keys and values are the 3-D projections.
+    for i in [1, 2] {
+        let v = n.input(i).unwrap();
+        assert_eq!(opt.graph.value(v).ty.rank(), Some(3));
+    }
+    let cases: [(&str, &[i64]); 4] = [
+        ("all kept", &[1, 1, 1, 1, 1, 1, 1, 1]),
+        ("left padding", &[0, 0, 1, 1, 1, 1, 1, 0]),
+        ("a fully masked row", &[0, 0, 0, 0, 1, 0, 1, 0]),
+        (
+            "values other than 0/1",
+            &[2, -1, 0, 1 << 40, 0, 7, 1 << 32, -5],
+        ),
+    ];
+    for (what, mask) in cases {
+        let d = diff_with_mask(&m, &opt, 2, 4, mask);
+        assert!(d <= 1e-5, "{what}: {d}");
+    }
+}
+
+#[test]
+fn encoder_attention_with_a_full_bias_reads_it_as_attention_bias() {
+    let m = encoder(EncMask::Bias, DType::F32);
+    let (opt, _) = fuse(&m, ENCODER_RULES);
+    let n = mha_node(&opt);
+    assert_eq!(n.inputs.len(), 6, "query, key, value, -, -, attention_bias");
+    let d = diff_with_mask(&m, &opt, 2, 3, &[1; 6]);
+    assert!(d <= 1e-5, "{d}");
+}
+
+#[test]
+fn encoder_attention_without_a_mask() {
+    let m = encoder(EncMask::None, DType::F32);
+    let (opt, _) = fuse(&m, ENCODER_RULES);
+    assert_eq!(mha_node(&opt).inputs.len(), 3);
+    assert_parity_within(&m, &opt, 1e-5);
+}
+
+#[test]
+fn a_bias_broadcast_over_queries_is_refused() {
+    // [B, 1, 1, L] adds to every query row in the graph; attention_bias must be [.., S, L].
+    let m = encoder(EncMask::RowBias, DType::F32);
+    assert_rejected(
+        &m,
+        ENCODER_RULES,
+        "nor is it a [B or 1, 1 or 4, S, L] attention_bias",
+    );
+}
+
+#[test]
+fn float16_encoder_attention_takes_only_a_proved_padding_mask() {
+    let m = encoder(EncMask::Padding, DType::F16);
+    let (opt, _) = fuse(&m, ENCODER_RULES);
+    assert_eq!(mha_node(&opt).inputs.len(), 5);
+    assert_parity_within(&m, &opt, 2e-2);
+    // An unproved bias: in float16 a row with only masked keys rounds to one value.
+    let m = encoder(EncMask::Bias, DType::F16);
+    assert_rejected(
+        &m,
+        ENCODER_RULES,
+        "float16 scores take only a proved padding mask",
+    );
 }

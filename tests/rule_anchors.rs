@@ -17,7 +17,7 @@ fn load(path: &str) -> Model {
 }
 
 /// The bundled models, the transformers with their dims fixed (where the shape rules fire), and
-/// the int8 BERT of the zoo.
+/// the zoo's int8 BERT and 4-bit QDQ Llama.
 fn models() -> Vec<(String, Model)> {
     let mut out = vec![("eyelike_add".to_string(), load("examples/eyelike_add.onnx"))];
     for stem in ["gpt2_tiny", "gpt2_tiny_op17", "bert_tiny", "bert_tiny_op17"] {
@@ -28,13 +28,14 @@ fn models() -> Vec<(String, Model)> {
         out.push((stem.to_string(), m));
         out.push((format!("{stem} at 1x8"), fixed));
     }
-    // A quantized zoo model, where dynamic_quantize_matmul fires. (matmul_nbits fires on
-    // llama_gqa_tiny_int4_qdq, whose trace differs today: multi_head_attention, offered a
-    // FusedElementwise node, rejects it instead of ignoring it.)
-    out.push((
-        "bert_tiny_int8".to_string(),
-        load("tests/models/zoo/bert_tiny_int8.onnx"),
-    ));
+    // Quantized zoo models, where dynamic_quantize_matmul and matmul_nbits fire (and, on the
+    // Llama, rotary and multi_head_attention).
+    for stem in ["bert_tiny_int8", "llama_gqa_tiny_int4_qdq"] {
+        out.push((
+            stem.to_string(),
+            load(&format!("tests/models/zoo/{stem}.onnx")),
+        ));
+    }
     out
 }
 

@@ -35,16 +35,16 @@
 use ndarray::ArrayD;
 
 use crate::ir::model::MS_DOMAIN;
-use crate::ir::types::{dims_provably_eq, Dim, TensorType};
+use crate::ir::types::{dims_provably_eq, Dim};
 use crate::ir::{attr, Model, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::ops;
 use crate::passes::attention_mask::attention_mask;
 use crate::passes::matchers::{
-    bias_add, constant_value, fresh_node_name, produced_by, require_f32_or_f16, require_perm,
-    score_scale, sole_consumer, sole_consumer_op,
+    bias_add, constant_value, fresh_node_name, int32_mask, produced_by, require_f32_or_f16,
+    require_perm, score_scale, sole_consumer, sole_consumer_op,
 };
-use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
+use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::{DType, Tensor};
 
 pub struct FuseAttention;
@@ -497,47 +497,4 @@ fn concat_bias(
         ArrayD::from_shape_vec(vec![out.len()], out).expect("1-D"),
         dt,
     )
-}
-
-/// The int32 raw mask Attention reads: 1 where `a != 0`. A bool input casts once; other types
-/// go through bool so that `!= 0` holds for every value (a direct int32 Cast would wrap).
-fn int32_mask(
-    g: &crate::ir::Graph,
-    patch: &mut Patch,
-    a: ValueId,
-    base: &str,
-) -> Result<ValueRef, String> {
-    let shape = g.value(a).ty.shape.clone();
-    let mut src = ValueRef::from(a);
-    if g.value(a).ty.dtype != Some(DType::BOOL) {
-        let name = format!("{base}_mask_bool");
-        src = cast(g, patch, src, DType::BOOL, shape.clone(), &name);
-    }
-    let name = format!("{base}_mask_int32");
-    Ok(cast(g, patch, src, DType::I32, shape, &name))
-}
-
-/// Adds `Cast(x, to)` to the patch (x may be a value the patch adds, so its shape is given);
-/// returns the output, named from `base`.
-fn cast(
-    g: &crate::ir::Graph,
-    patch: &mut Patch,
-    x: ValueRef,
-    to: DType,
-    shape: Option<Vec<Dim>>,
-    base: &str,
-) -> ValueRef {
-    let name = g.fresh_name(base);
-    let ty = TensorType {
-        dtype: Some(to),
-        shape,
-    };
-    let out = patch.new_value(&name, ty);
-    let mut node = NewNode::new("Cast", "");
-    node.name = fresh_node_name(g, &name);
-    node.inputs = vec![Some(x)];
-    node.outputs = vec![Some(out)];
-    node.set_attr(attr::int("to", to.0 as i64));
-    patch.add.push(node);
-    out
 }

@@ -44,6 +44,9 @@ impl Rule for FuseHardSwish {
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let hs = g.node(id);
+        if !hs.is("HardSigmoid") {
+            return Proposal::NoMatch;
+        }
         let (Some(x), Some(s)) = (hs.input(0), hs.output(0)) else {
             return Proposal::NoMatch;
         };

@@ -1,36 +1,46 @@
-//! Decoder self-attention with rotary q (Llama, Qwen, Mistral exports, legacy and dynamo; grouped
-//! key/value heads included) → com.microsoft.MultiHeadAttention, after `rotary` has fused q's and
-//! k's RoPE.
+//! Self-attention that `attention` leaves (its projections are not plain MatMuls, its mask is
+//! not provable, its q went through rotary) → com.microsoft.MultiHeadAttention, which takes the
+//! projected q, k and v as they are. Anchored on the Softmax; runs after `attention` and `rotary`.
 //!
 //! ```text
 //!   before                                                            after
 //!
-//!   q2 ─► Reshape [.., N, D] ─► Transpose(0,2,1,3) ─► RotaryEmbedding ─┐   q2 ─► RotaryEmbedding(num_heads N)
-//!   k4 [B, N, L, D] ─► Transpose(0,1,3,2) ───────────────────────── MatMul      ─► MultiHeadAttention(q, k4, v4,
-//!        ─► Mul(scale) ─► Add(mask) ─► Softmax(-1) ─► MatMul(·, v4)                attention_bias = mask) ─► y
-//!        ─► Transpose(0,2,1,3) ─► Reshape [.., N·D] ─► y
+//!   q2 ─► Reshape [.., N, D] ─► Transpose(0,2,1,3) ─► [q form] ─┐      q2 ─► [RotaryEmbedding(num_heads N
+//!   k ─► [key form] ───────────────────────────────────────── MatMul        [, rotary_embedding_dim r])]
+//!        ─► Mul(scale) ─► Add(mask) ─► Softmax(-1) ─► MatMul(·, v)        ─► MultiHeadAttention(q, k, v,
+//!        ─► Transpose(0,2,1,3) ─► Reshape [.., N·D] ─► y                       mask) ─► y
 //! ```
-//! k4 and v4 are whatever the model feeds the score and context MatMuls, heads-first with N heads
-//! (after transformers' repeat_kv Unsqueeze/Expand/Reshape for grouped heads): MultiHeadAttention
-//! takes them as they are. The mask is added to the scores as the op's `attention_bias`, so any
-//! mask keeps its meaning (causal, padding on either side, none) with nothing to prove. q's
-//! rotary moves onto the 3-D projection, where the op wants its query.
+//! Query forms: the heads as they are (encoders: int8 BERT's dequantized projections, DistilBERT),
+//! `RotaryEmbedding(heads)` (Llama, Qwen: the rotary moves onto the 3-D projection with
+//! `num_heads`), or Phi's partial rotary `Concat(RotaryEmbedding(heads[.., :r]), heads[.., r:])`
+//! (the 3-D rotary gets `rotary_embedding_dim = r`). Key and value: heads-first `[B, N, L, D]`
+//! values read through `Transpose(0,1,3,2)` (grouped-query repeat_kv included) are passed as
+//! they are; `Transpose(0,2,3,1)` of `Reshape(k2)` (BERT's exporter) and its value
+//! `Transpose(0,2,1,3)` of `Reshape(v2)` pass k2 and v2 as 3-D `[B, L, N·D]` (both or neither).
+//! The mask: a float `[B or 1, 1 or N, S, L]` whose S and L are provably the scores' is the
+//! op's `attention_bias` (any mask keeps its meaning, nothing to prove); otherwise it must be
+//! proved a padding mask `Where(A[b, k] != 0, 0, F)` (`attention_mask`), which becomes
+//! `key_padding_mask = Cast(Cast(A, bool), int32)` with `mask_filter_value = F`.
 //!
 //! Guards: every removed intermediate is single-use; the Transposes have exactly those perms; q2
 //! is `[d0, d1, N·D]` and the Reshapes go to `[d0, d1, N, D]` and back to `[d0, d1, N·D]` (the
-//! same dims); k4 and v4 are 4-D with N heads of D; the scale is a rank-0 constant (Mul, or Div
-//! by its inverse) or absent (1); the mask is a 4-D float32 `[B or 1, 1 or N, S, L]`; Softmax
-//! normalizes the last axis (opset ≥ 13); everything is float32.
+//! same dims); keys and values have N heads of D; the scale is a rank-0 constant (Mul, or Div by
+//! its inverse) or absent (1); Softmax normalizes the last axis (opset ≥ 13); float32 or float16
+//! throughout (onnxruntime's CPU kernel runs both); a proved mask with a causal part is refused
+//! (the causal rows would need `unidirectional`, whose filter is the lowest float); float16
+//! scores take only a proved padding mask, never an attention_bias (in float16 a row whose keys
+//! are all masked rounds to one value, which the op's float32 sum does not).
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
-use crate::ir::{Model, Node, NodeId, ValueId};
+use crate::ir::{attr, Model, Node, NodeId, ValueId};
 use crate::ops::reduce::Softmax;
+use crate::passes::attention_mask::attention_mask;
 use crate::passes::matchers::{
-    fresh_node_name, produced_by, require_f32, require_perm, score_scale, sole_consumer,
-    sole_consumer_op,
+    concat_axis, fresh_node_name, int32_mask, produced_by, require_f32_or_f16, require_perm,
+    score_scale, slice_params, sole_consumer, sole_consumer_op,
 };
-use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
+use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 use crate::tensor::DType;
 
 pub struct FuseMultiHeadAttention;
@@ -50,16 +60,21 @@ impl Rule for FuseMultiHeadAttention {
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
-        // Only scores whose query is a fused rotary start the pattern (the `attention` rule owns
-        // the forms without RoPE).
-        let Some(scores) = scores_matmul(model, g.node(id)) else {
+        let sm = g.node(id);
+        if !sm.is("Softmax") {
+            return Proposal::NoMatch;
+        }
+        // Only a Softmax between a score MatMul and a MatMul that weights values (P·V).
+        let Some(scores) = scores_matmul(model, sm) else {
             return Proposal::NoMatch;
         };
-        let rotary_q = g.node(scores.matmul).input(0).and_then(|q| {
-            let n = g.node(g.producer(q)?);
-            (n.op_type == "RotaryEmbedding" && n.domain == MS_DOMAIN).then_some(())
+        let weights_values = sm.output(0).is_some_and(|p| {
+            g.consumers(p).iter().any(|&c| {
+                let n = g.node(c);
+                n.is("MatMul") && n.input(0) == Some(p)
+            })
         });
-        if rotary_q.is_none() {
+        if !weights_values {
             return Proposal::NoMatch;
         }
         Proposal::from(fuse(model, id, scores).map(Some))
@@ -118,12 +133,19 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     }
     let mm_id = scores.matmul;
     let mm = g.node(mm_id);
+    let logits = mm.output(0).ok_or("MatMul has no output")?;
+    require_f32_or_f16(g, logits)?;
+    let dt = g
+        .value(logits)
+        .ty
+        .dtype
+        .ok_or("the scores' type is unknown")?;
     // MatMul → [Mul | Div] → [Add] → Softmax, each step single-use.
     let mut remove = vec![sm_id, mm_id];
-    let mut chain = vec![mm.output(0).ok_or("MatMul has no output")?];
+    let mut chain = vec![logits];
     let mut scale = 1.0;
     if let Some((id, x, c)) = score_scale(model, scores.scaled)? {
-        if Some(x) != mm.output(0) {
+        if x != logits {
             return Err("the scale does not apply to the score MatMul".into());
         }
         scale = c;
@@ -138,23 +160,211 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         sole_consumer(g, v)?;
     }
 
-    // q: RotaryEmbedding(Transpose(Reshape(q2))).
-    let q4 = mm.input(0).ok_or("MatMul has no input")?;
-    let rot_id = g.producer(q4).ok_or("no rotary")?;
-    let rot = g.node(rot_id);
-    let qh = rot.input(0).ok_or("RotaryEmbedding has no input")?;
-    let (qt_id, qt) =
-        produced_by(g, qh, "Transpose").ok_or("the rotary's input is not a Transpose")?;
+    let q = query(model, mm.input(0).ok_or("MatMul has no input")?, mm_id)?;
+    remove.extend(&q.remove);
+    let (heads, head) = (q.heads, q.head);
+    let probs = sm.output(0).ok_or("Softmax has no output")?;
+    let (ctx_id, ctx_n) = sole_consumer_op(g, probs, "MatMul", "attention probabilities")?;
+    let ctx = ctx_n.output(0).ok_or("MatMul has no output")?;
+    if ctx_n.input(0) != Some(probs) {
+        return Err("the probabilities are not the context MatMul's first input".into());
+    }
+    let kv = keys_and_values(
+        model,
+        mm.input(1).ok_or("MatMul has no second input")?,
+        mm_id,
+        ctx_n.input(1).ok_or("MatMul has no second input")?,
+        ctx_id,
+        (heads, head),
+    )?;
+    remove.extend(&kv.remove);
+    for x in [kv.key, kv.value] {
+        if g.value(x).ty.dtype != Some(dt) {
+            return Err(format!("'{}' is not {dt} like the scores", g.name(x)));
+        }
+    }
+    let (ct_id, ct_n) = sole_consumer_op(g, ctx, "Transpose", "attention context")?;
+    require_perm(model, ct_n, ct_id, &[0, 2, 1, 3])?;
+    let ct = ct_n.output(0).ok_or("Transpose has no output")?;
+    let (out_id, out_n) = sole_consumer_op(g, ct, "Reshape", "transposed context")?;
+    let y = out_n.output(0).ok_or("Reshape has no output")?;
+    let merged = matches!((dims(model, q.q2).as_deref(), dims(model, y).as_deref()),
+        (Some(q), Some(o)) if q == o);
+    if !merged {
+        return Err(format!(
+            "the merged heads {} are not the query projection's shape {}",
+            g.value(y).ty,
+            g.value(q.q2).ty
+        ));
+    }
+    remove.extend([ctx_id, ct_id, out_id]);
+
+    let mut patch = Patch {
+        remove,
+        opsets: vec![(MS_DOMAIN.to_string(), 1)],
+        ..Default::default()
+    };
+    let q3: ValueRef = match q.rope {
+        None => q.q2.into(),
+        Some((rot_id, rot_dim)) => {
+            let rot = g.node(rot_id);
+            let ty = TensorType {
+                dtype: Some(dt),
+                shape: dims(model, q.q2),
+            };
+            let q3 = patch.new_value(&g.fresh_name(&format!("{}_rotary", g.name(q.q2))), ty);
+            let mut rope: NewNode = rot.clone().into();
+            rope.name = fresh_node_name(g, &format!("{}_3d", rot.label(rot_id)));
+            rope.inputs[0] = Some(q.q2.into());
+            rope.outputs = vec![Some(q3)];
+            rope.set_attr(attr::int("num_heads", heads));
+            if let Some(r) = rot_dim {
+                rope.set_attr(attr::int("rotary_embedding_dim", r));
+            }
+            patch.add.push(rope);
+            q3
+        }
+    };
+    let mut mha = NewNode::new("MultiHeadAttention", MS_DOMAIN);
+    mha.name = fresh_node_name(g, &format!("{}_MultiHeadAttention", g.name(y)));
+    mha.inputs = vec![Some(q3), Some(kv.key.into()), Some(kv.value.into())];
+    if let Some((_, m)) = scores.mask {
+        let scores_dims = dims(model, logits).unwrap_or_default();
+        // float16 rounds every score of a row whose keys are all masked to F (a uniform row);
+        // the op adds the bias in float32. Only a proved padding mask (a row is fully masked
+        // only when a whole sequence is padding, as `attention` accepts) keeps that meaning.
+        if dt == DType::F32 && is_attention_bias(model, m, &scores_dims, heads, dt) {
+            mha.inputs.extend([None, None, Some(m.into())]);
+        } else {
+            let proved = attention_mask(model, m, &scores_dims).map_err(|why| {
+                if dt == DType::F32 {
+                    format!("{why}; nor is it a [B or 1, 1 or {heads}, S, L] attention_bias")
+                } else {
+                    format!("{why} ({dt} scores take only a proved padding mask)")
+                }
+            })?;
+            if proved.causal {
+                return Err(
+                    "a proved causal mask: MultiHeadAttention's unidirectional sets the lowest \
+                     float, and in float16 a row with only masked keys rounds otherwise"
+                        .into(),
+                );
+            }
+            if let Some(a) = proved.padding {
+                let kpm = int32_mask(g, &mut patch, a, g.name(y))?;
+                mha.inputs.extend([None, Some(kpm)]);
+            }
+            mha.set_attr(attr::float("mask_filter_value", proved.filter as f32));
+        }
+    }
+    mha.outputs = vec![Some(y.into())];
+    mha.set_attr(attr::int("num_heads", heads));
+    mha.set_attr(attr::float("scale", scale as f32));
+    patch.add.push(mha);
+    Ok(patch)
+}
+
+/// The query side of the score MatMul: q2 (the 3-D projection), the nodes that go, the heads
+/// and head size, and q's rotary (its node, and r for a partial one) when there is one.
+struct Query {
+    q2: ValueId,
+    remove: Vec<NodeId>,
+    heads: i64,
+    head: i64,
+    rope: Option<(NodeId, Option<i64>)>,
+}
+
+fn query(model: &Model, q4: ValueId, mm_id: NodeId) -> Result<Query, String> {
+    let g = &model.graph;
+    only_reader(g, q4, mm_id)?;
+    let rotary = |v: ValueId| {
+        g.producer(v).filter(|&p| {
+            let n = g.node(p);
+            n.op_type == "RotaryEmbedding" && n.domain == MS_DOMAIN
+        })
+    };
+    let mut remove = vec![];
+    let (heads_v, rope) = if let Some(rot_id) = rotary(q4) {
+        remove.push(rot_id);
+        let x = g
+            .node(rot_id)
+            .input(0)
+            .ok_or("RotaryEmbedding has no input")?;
+        only_reader(g, x, rot_id)?;
+        (x, Some((rot_id, None)))
+    } else if let Some((cat_id, cat)) = produced_by(g, q4, "Concat") {
+        // Phi: Concat(RotaryEmbedding(heads[.., :r]), heads[.., r:]) on the last axis.
+        let (Some(a), Some(b), 2) = (cat.input(0), cat.input(1), cat.inputs.len()) else {
+            return Err("the query Concat does not join two parts".into());
+        };
+        let rot_id = rotary(a).ok_or("the query Concat's first part is not a RotaryEmbedding")?;
+        let rot_in = g
+            .node(rot_id)
+            .input(0)
+            .ok_or("RotaryEmbedding has no input")?;
+        let (s1_id, s1) =
+            produced_by(g, rot_in, "Slice").ok_or("the rotary part is not a Slice")?;
+        let (s2_id, s2) = produced_by(g, b, "Slice").ok_or("the pass part is not a Slice")?;
+        let t = s1.input(0).ok_or("Slice has no input")?;
+        if s2.input(0) != Some(t) {
+            return Err("the rotary and pass parts slice different heads".into());
+        }
+        let d = match dims(model, t).as_deref() {
+            Some([_, _, _, Dim::Known(d)]) => *d,
+            _ => return Err(format!("the query heads {} are not 4-D", g.value(t).ty)),
+        };
+        let last = |axis: i64| axis == -1 || axis == 3;
+        let r = match (slice_params(model, s1), slice_params(model, s2)) {
+            (Some((a1, 0, r, 1)), Some((a2, r2, end, 1)))
+                if last(a1) && last(a2) && r == r2 && 0 < r && r < d && end >= d =>
+            {
+                r
+            }
+            _ => return Err("the query slices are not [:r] and [r:] of the last axis".into()),
+        };
+        if !last(concat_axis(model, cat)) {
+            return Err("the query Concat is not on the last axis".into());
+        }
+        for (v, reader) in [(a, cat_id), (b, cat_id), (rot_in, rot_id)] {
+            only_reader(g, v, reader)?;
+        }
+        let readers = g.consumers(t);
+        if g.is_graph_output(t) || readers.len() != 2 || !readers.contains(&s2_id) {
+            return Err(format!("'{}' is read outside the query", g.name(t)));
+        }
+        remove.extend([cat_id, rot_id, s1_id, s2_id]);
+        (t, Some((rot_id, Some(r))))
+    } else {
+        (q4, None)
+    };
+    let (qt_id, qt) = produced_by(g, heads_v, "Transpose")
+        .ok_or_else(|| format!("query heads '{}' are not a Transpose", g.name(heads_v)))?;
     require_perm(model, qt, qt_id, &[0, 2, 1, 3])?;
     let qr = qt.input(0).ok_or("Transpose has no input")?;
     let (qr_id, qr_n) = produced_by(g, qr, "Reshape").ok_or("the query heads are not a Reshape")?;
+    only_reader(g, qr, qt_id)?;
     let q2 = qr_n.input(0).ok_or("Reshape has no input")?;
-    for (val, id) in [(q4, mm_id), (qh, rot_id), (qr, qt_id)] {
-        if sole_consumer(g, val)? != id {
-            return Err(format!("'{}' is read elsewhere", g.name(val)));
-        }
-    }
-    let (heads, head) = match (dims(model, q2).as_deref(), dims(model, qr).as_deref()) {
+    let (heads, head) = split_dims(model, q2, qr).ok_or_else(|| {
+        format!(
+            "the query heads are not [d0, d1, N, D] of a [d0, d1, N·D] projection ({} -> {})",
+            g.value(q2).ty,
+            g.value(qr).ty
+        )
+    })?;
+    remove.extend([qt_id, qr_id]);
+    Ok(Query {
+        q2,
+        remove,
+        heads,
+        head,
+        rope,
+    })
+}
+
+/// (N, D) when `split` = Reshape(`x`) is `[d0, d1, N, D]` of `x` `[d0, d1, N·D]`, d0 and d1 known
+/// or named.
+fn split_dims(model: &Model, x: ValueId, split: ValueId) -> Option<(i64, i64)> {
+    match (dims(model, x).as_deref(), dims(model, split).as_deref()) {
         (Some([a, b, Dim::Known(h)]), Some([c, d, Dim::Known(n), Dim::Known(hd)]))
             if a == c
                 && b == d
@@ -162,98 +372,124 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
                 && !matches!(a, Dim::Unknown)
                 && !matches!(b, Dim::Unknown) =>
         {
-            (*n, *hd)
+            Some((*n, *hd))
         }
-        _ => {
-            return Err(format!(
-                "the query heads are not [d0, d1, N, D] of a [d0, d1, N·D] projection ({} -> {})",
-                g.value(q2).ty,
-                g.value(qr).ty
-            ))
-        }
-    };
-    require_f32(g, q2)?;
-    remove.extend([rot_id, qt_id, qr_id]);
+        _ => None,
+    }
+}
 
-    // k4 through Transpose(0, 1, 3, 2); v4 from the context MatMul.
-    let kt = mm.input(1).ok_or("MatMul has no second input")?;
+/// Ok when `v` is read only by node `reader` (once) and is not a graph output.
+fn only_reader(g: &crate::ir::Graph, v: ValueId, reader: NodeId) -> Result<(), String> {
+    if sole_consumer(g, v)? != reader {
+        return Err(format!("'{}' is read elsewhere", g.name(v)));
+    }
+    Ok(())
+}
+
+/// What MultiHeadAttention reads as key and value, and the nodes that go.
+struct KeysValues {
+    key: ValueId,
+    value: ValueId,
+    remove: Vec<NodeId>,
+}
+
+/// `kt` is the score MatMul's second input, `v4` the context MatMul's.
+fn keys_and_values(
+    model: &Model,
+    kt: ValueId,
+    mm_id: NodeId,
+    v4: ValueId,
+    ctx_id: NodeId,
+    (heads, head): (i64, i64),
+) -> Result<KeysValues, String> {
+    let g = &model.graph;
     let (kt_id, kt_n) = produced_by(g, kt, "Transpose").ok_or("the keys are not transposed")?;
-    require_perm(model, kt_n, kt_id, &[0, 1, 3, 2])?;
-    if sole_consumer(g, kt)? != mm_id {
-        return Err(format!("'{}' is read elsewhere", g.name(kt)));
-    }
-    let k4 = kt_n.input(0).ok_or("Transpose has no input")?;
-    let probs = sm.output(0).ok_or("Softmax has no output")?;
-    let (ctx_id, ctx_n) = sole_consumer_op(g, probs, "MatMul", "attention probabilities")?;
-    let ctx = ctx_n.output(0).ok_or("MatMul has no output")?;
-    if ctx_n.input(0) != Some(probs) {
-        return Err("the probabilities are not the context MatMul's first input".into());
-    }
-    let v4 = ctx_n.input(1).ok_or("MatMul has no second input")?;
-    for (what, x) in [("key", k4), ("value", v4)] {
-        let ok = matches!(dims(model, x).as_deref(),
-            Some([_, Dim::Known(n), _, Dim::Known(d)]) if *n == heads && *d == head);
-        if !ok {
-            return Err(format!(
-                "the {what} '{}' {} is not heads-first [B, {heads}, L, {head}]",
-                g.name(x),
-                g.value(x).ty
-            ));
+    only_reader(g, kt, mm_id)?;
+    let perm = crate::ops::attrs_of::<crate::ops::shape_ops::Transpose>(model, kt_n)
+        .and_then(|t| t.perm.clone());
+    // Heads-first from 3-D: Transpose(0,2,1,3) of Reshape(x3) [d0, d1, N·D] read only here.
+    let from_3d = |v: ValueId, reader: NodeId| -> Option<(ValueId, [NodeId; 2])> {
+        let (t_id, t) = produced_by(g, v, "Transpose")?;
+        require_perm(model, t, t_id, &[0, 2, 1, 3]).ok()?;
+        let r = t.input(0)?;
+        let (r_id, r_n) = produced_by(g, r, "Reshape")?;
+        let x3 = r_n.input(0)?;
+        (only_reader(g, v, reader).is_ok()
+            && only_reader(g, r, t_id).is_ok()
+            && split_dims(model, x3, r) == Some((heads, head)))
+        .then_some((x3, [t_id, r_id]))
+    };
+    match perm.as_deref() {
+        Some([0, 1, 3, 2]) => {
+            // k4 [B, N, L, D] as it is; v4 likewise.
+            let k4 = kt_n.input(0).ok_or("Transpose has no input")?;
+            for (what, x) in [("key", k4), ("value", v4)] {
+                let ok = matches!(dims(model, x).as_deref(),
+                    Some([_, Dim::Known(n), _, Dim::Known(d)]) if *n == heads && *d == head);
+                if !ok {
+                    return Err(format!(
+                        "the {what} '{}' {} is not heads-first [B, {heads}, L, {head}]",
+                        g.name(x),
+                        g.value(x).ty
+                    ));
+                }
+            }
+            Ok(KeysValues {
+                key: k4,
+                value: v4,
+                remove: vec![kt_id],
+            })
         }
-        require_f32(g, x)?;
-    }
-    let (ct_id, ct_n) = sole_consumer_op(g, ctx, "Transpose", "attention context")?;
-    require_perm(model, ct_n, ct_id, &[0, 2, 1, 3])?;
-    let ct = ct_n.output(0).ok_or("Transpose has no output")?;
-    let (out_id, out_n) = sole_consumer_op(g, ct, "Reshape", "transposed context")?;
-    let y = out_n.output(0).ok_or("Reshape has no output")?;
-    let merged = matches!((dims(model, q2).as_deref(), dims(model, y).as_deref()),
-        (Some(q), Some(o)) if q == o);
-    if !merged {
-        return Err(format!(
-            "the merged heads {} are not the query projection's shape {}",
-            g.value(y).ty,
-            g.value(q2).ty
-        ));
-    }
-    remove.extend([kt_id, ctx_id, ct_id, out_id]);
-    if let Some((_, mask)) = scores.mask {
-        let ty = &g.value(mask).ty;
-        let ok = ty.dtype == Some(DType::F32)
-            && matches!(ty.shape.as_deref(),
-                Some([_, Dim::Known(h), _, _]) if *h == 1 || *h == heads);
-        if !ok {
-            return Err(format!(
-                "the mask '{}' {ty} is not a float32 [B or 1, 1 or {heads}, S, L] attention bias",
-                g.name(mask)
-            ));
+        Some([0, 2, 3, 1]) => {
+            // BERT's exporter: Kᵀ straight from Reshape(k2); then v must come from 3-D too.
+            let kr = kt_n.input(0).ok_or("Transpose has no input")?;
+            let (kr_id, kr_n) =
+                produced_by(g, kr, "Reshape").ok_or("the keys are not a Reshape")?;
+            only_reader(g, kr, kt_id)?;
+            let k2 = kr_n.input(0).ok_or("Reshape has no input")?;
+            if split_dims(model, k2, kr) != Some((heads, head)) {
+                return Err(format!(
+                    "the keys are not [d0, d1, {heads}, {head}] of a 3-D projection ({} -> {})",
+                    g.value(k2).ty,
+                    g.value(kr).ty
+                ));
+            }
+            let (v2, v_nodes) = from_3d(v4, ctx_id).ok_or_else(|| {
+                format!(
+                    "the values '{}' are not Transpose(0,2,1,3) of a Reshape into {heads} heads \
+                     of {head} (3-D keys need 3-D values)",
+                    g.name(v4)
+                )
+            })?;
+            let mut remove = vec![kt_id, kr_id];
+            remove.extend(v_nodes);
+            Ok(KeysValues {
+                key: k2,
+                value: v2,
+                remove,
+            })
         }
+        p => Err(format!(
+            "Transpose '{}' of the keys has perm {p:?}, not [0, 1, 3, 2] or [0, 2, 3, 1]",
+            kt_n.label(kt_id)
+        )),
     }
+}
 
-    let mut patch = Patch {
-        remove,
-        opsets: vec![(MS_DOMAIN.to_string(), 1)],
-        ..Default::default()
-    };
-    let q3_ty = TensorType {
-        dtype: Some(DType::F32),
-        shape: dims(model, q2),
-    };
-    let q3 = patch.new_value(&g.fresh_name(&format!("{}_rotary", g.name(q2))), q3_ty);
-    let mut rope: NewNode = rot.clone().into();
-    rope.name = fresh_node_name(g, &format!("{}_3d", rot.label(rot_id)));
-    rope.inputs[0] = Some(q2.into());
-    rope.outputs = vec![Some(q3)];
-    rope.set_attr(crate::ir::attr::int("num_heads", heads));
-    let mut mha = NewNode::new("MultiHeadAttention", MS_DOMAIN);
-    mha.name = fresh_node_name(g, &format!("{}_MultiHeadAttention", g.name(y)));
-    mha.inputs = vec![Some(q3), Some(k4.into()), Some(v4.into())];
-    if let Some((_, mask)) = scores.mask {
-        mha.inputs.extend([None, None, Some(mask.into())]);
+/// True when `m` is a float mask MultiHeadAttention reads as attention_bias: `[B or 1, 1 or N, S,
+/// L]` with S and L provably the scores' and B provably theirs or 1 (onnxruntime broadcasts only
+/// the first two axes).
+fn is_attention_bias(model: &Model, m: ValueId, scores: &[Dim], heads: i64, dt: DType) -> bool {
+    let ty = &model.graph.value(m).ty;
+    let one = Dim::Known(1);
+    match (ty.shape.as_deref(), scores) {
+        (Some([b, h, s, l]), [sb, _, ss, sl]) => {
+            ty.dtype == Some(dt)
+                && (b.provably_eq(sb) || *b == one)
+                && (*h == one || *h == Dim::Known(heads))
+                && s.provably_eq(ss)
+                && l.provably_eq(sl)
+        }
+        _ => false,
     }
-    mha.outputs = vec![Some(y.into())];
-    mha.set_attr(crate::ir::attr::int("num_heads", heads));
-    mha.set_attr(crate::ir::attr::float("scale", scale as f32));
-    patch.add.extend([rope, mha]);
-    Ok(patch)
 }

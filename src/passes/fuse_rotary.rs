@@ -27,11 +27,11 @@
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
-use crate::ir::{Model, Node, NodeId, ValueId};
+use crate::ir::{Model, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::passes::matchers::{
-    constant_value, fresh_node_name, other_input, produced_by, require_f32, scalar_constant,
-    sole_consumer, sole_consumer_op,
+    concat_axis, constant_value, fresh_node_name, other_input, produced_by, require_f32,
+    scalar_constant, slice_params, sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 use crate::tensor::{DType, Tensor};
@@ -72,35 +72,6 @@ impl Rule for FuseRotary {
         }
         Proposal::from(fuse(model, id, x).map(Some))
     }
-}
-
-/// The constant `(axis, start, end, step)` of a one-axis Slice (opset ≥ 10 inputs).
-fn slice_params(model: &Model, n: &Node) -> Option<(i64, i64, i64, i64)> {
-    let ints = |i: usize| -> Option<Vec<i64>> { constant_value(model, n.input(i)?)?.to_i64_vec() };
-    let one = |v: Option<Vec<i64>>| match v.as_deref() {
-        Some([a]) => Some(*a),
-        _ => None,
-    };
-    let start = one(ints(1))?;
-    let end = one(ints(2))?;
-    let axis = if n.input(3).is_some() {
-        one(ints(3))?
-    } else {
-        0
-    };
-    let step = if n.input(4).is_some() {
-        one(ints(4))?
-    } else {
-        1
-    };
-    Some((axis, start, end, step))
-}
-
-/// A Concat's axis (an impossible one when it has none: the kernel refuses such a node).
-fn concat_axis(model: &Model, n: &Node) -> i64 {
-    crate::ops::attrs_of::<crate::ops::concat::Concat>(model, n)
-        .and_then(|c| c.axis)
-        .unwrap_or(i64::MIN)
 }
 
 fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {

@@ -2,9 +2,11 @@
 
 use std::borrow::Cow;
 
-use crate::ir::{Graph, Model, Node, NodeId, ValueId};
+use crate::ir::types::{Dim, TensorType};
+use crate::ir::{attr, Graph, Model, Node, NodeId, ValueId};
 use crate::ops::transformer::LayerNormalization;
-use crate::tensor::Tensor;
+use crate::passes::rewrite::{NewNode, Patch, ValueRef};
+use crate::tensor::{DType, Tensor};
 
 /// Ok when `v` feeds exactly one node use and is not a graph output; else the reason.
 pub fn sole_consumer(g: &Graph, v: ValueId) -> Result<NodeId, String> {
@@ -388,4 +390,76 @@ pub fn score_scale(model: &Model, v: ValueId) -> Result<Option<(NodeId, ValueId,
         return Err(format!("scale {scale} is zero or not finite in float32"));
     }
     Ok(Some((id, x, scale)))
+}
+
+/// The constant `(axis, start, end, step)` of a one-axis Slice (opset ≥ 10 inputs).
+pub fn slice_params(model: &Model, n: &Node) -> Option<(i64, i64, i64, i64)> {
+    let ints = |i: usize| -> Option<Vec<i64>> { constant_value(model, n.input(i)?)?.to_i64_vec() };
+    let one = |v: Option<Vec<i64>>| match v.as_deref() {
+        Some([a]) => Some(*a),
+        _ => None,
+    };
+    let start = one(ints(1))?;
+    let end = one(ints(2))?;
+    let axis = if n.input(3).is_some() {
+        one(ints(3))?
+    } else {
+        0
+    };
+    let step = if n.input(4).is_some() {
+        one(ints(4))?
+    } else {
+        1
+    };
+    Some((axis, start, end, step))
+}
+
+/// A Concat's axis (an impossible one when it has none: the kernel refuses such a node).
+pub fn concat_axis(model: &Model, n: &Node) -> i64 {
+    crate::ops::attrs_of::<crate::ops::concat::Concat>(model, n)
+        .and_then(|c| c.axis)
+        .unwrap_or(i64::MIN)
+}
+
+/// The int32 raw mask Attention and MultiHeadAttention read: 1 where `a != 0`. A bool input casts once; other types
+/// go through bool so that `!= 0` holds for every value (a direct int32 Cast would wrap).
+pub fn int32_mask(
+    g: &crate::ir::Graph,
+    patch: &mut Patch,
+    a: ValueId,
+    base: &str,
+) -> Result<ValueRef, String> {
+    let shape = g.value(a).ty.shape.clone();
+    let mut src = ValueRef::from(a);
+    if g.value(a).ty.dtype != Some(DType::BOOL) {
+        let name = format!("{base}_mask_bool");
+        src = cast(g, patch, src, DType::BOOL, shape.clone(), &name);
+    }
+    let name = format!("{base}_mask_int32");
+    Ok(cast(g, patch, src, DType::I32, shape, &name))
+}
+
+/// Adds `Cast(x, to)` to the patch (x may be a value the patch adds, so its shape is given);
+/// returns the output, named from `base`.
+pub fn cast(
+    g: &crate::ir::Graph,
+    patch: &mut Patch,
+    x: ValueRef,
+    to: DType,
+    shape: Option<Vec<Dim>>,
+    base: &str,
+) -> ValueRef {
+    let name = g.fresh_name(base);
+    let ty = TensorType {
+        dtype: Some(to),
+        shape,
+    };
+    let out = patch.new_value(&name, ty);
+    let mut node = NewNode::new("Cast", "");
+    node.name = fresh_node_name(g, &name);
+    node.inputs = vec![Some(x)];
+    node.outputs = vec![Some(out)];
+    node.set_attr(attr::int("to", to.0 as i64));
+    patch.add.push(node);
+    out
 }

@@ -160,9 +160,11 @@ pub fn attention_mask(
         )));
     }
     if broadcast_shapes(&[&scores, &m.shape]).as_ref() != Some(&scores) {
-        return Err(not_proved(
-            "its dims are not provably the scores' (or 1): they could differ at run time".into(),
-        ));
+        return Err(not_proved(format!(
+            "its dims {} are not provably the scores' {} (or 1): they could differ at run time",
+            poly::show(&m.shape),
+            poly::show(&scores)
+        )));
     }
     let e = m
         .broadcast_to(&scores)

@@ -17,6 +17,35 @@ pub(super) enum Var {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Poly(BTreeMap<Vec<Var>, i64>);
 
+/// `2·seq + 1`, `batch`, `0`: for messages.
+impl std::fmt::Display for Poly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("0");
+        }
+        for (i, (vars, c)) in self.0.iter().enumerate() {
+            let mut parts: Vec<String> = vars
+                .iter()
+                .map(|v| match v {
+                    Var::Idx(a) => format!("i{a}"),
+                    Var::Sym(s) => s.clone(),
+                })
+                .collect();
+            if *c != 1 || parts.is_empty() {
+                parts.insert(0, c.to_string());
+            }
+            write!(f, "{}{}", if i > 0 { " + " } else { "" }, parts.join("·"))?;
+        }
+        Ok(())
+    }
+}
+
+/// `[batch, 1, seq, seq]`.
+pub(super) fn show(dims: &[Poly]) -> String {
+    let parts: Vec<String> = dims.iter().map(|p| p.to_string()).collect();
+    format!("[{}]", parts.join(", "))
+}
+
 impl Poly {
     pub(super) fn constant(c: i64) -> Poly {
         let mut p = Poly::default();
