@@ -30,8 +30,9 @@
 //! naming them.
 //!
 //! Element types: float32 (float16/bfloat16 arrive widened to float32) and float64. On WebGPU,
-//! MultiHeadAttention in the form `multi_head_attention` emits (3-D query, heads-first key and
-//! value, optional attention_bias) is one float32 dispatch (`wgsl::mha_core`).
+//! MultiHeadAttention in the forms `multi_head_attention` emits (3-D query; heads-first or 3-D key
+//! and value; an optional attention_bias or int32 [B, L] key_padding_mask) is one float32
+//! dispatch (`wgsl::mha_core`).
 
 use ndarray::{ArrayD, IxDyn};
 
@@ -231,30 +232,51 @@ impl Op for MultiHeadAttention {
             t => Err(format!("{MHA}: query must be float, got {}", t.dtype())),
         }
     }
-    /// One dispatch (`wgsl::mha_core`) for the form `multi_head_attention` emits: query
-    /// [B, S, N·D], heads-first key/value, an optional attention_bias, float32, nothing else.
+    /// One dispatch (`wgsl::mha_core`) for the forms `multi_head_attention` emits: query
+    /// [B, S, N·D], key/value heads-first or 3-D, an optional key_padding_mask [B, L] or
+    /// attention_bias, float32, nothing else.
     fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
         const OP: &str = "MultiHeadAttention";
         let n = self
             .num_heads
             .filter(|&n| n > 0)
             .ok_or("num_heads is required")? as usize;
-        let others = [3, 4, 6, 7, 8, 9].iter().any(|&i| c.has_input(i));
+        let others = [3, 6, 7, 8, 9].iter().any(|&i| c.has_input(i));
         if others || (1..4).any(|o| c.has_out(o)) || self.unidirectional != 0 {
             return Err(format!(
-                "{OP} on webgpu takes query, heads-first key/value and attention_bias only"
+                "{OP} on webgpu takes query, key, value, key_padding_mask and attention_bias only"
             ));
         }
         if c.ty(0)? != Ty::F32 {
             return Err(format!("{OP} is float32-only on webgpu"));
         }
         let (q, k, v) = (&c.input(0)?.shape, &c.input(1)?.shape, &c.input(2)?.shape);
-        let (&[b, s, w], &[kb, kn, l, d], &[vb, vn, vl, dv]) = (&q[..], &k[..], &v[..]) else {
-            return Err(format!("{OP} on webgpu needs heads-first key and value"));
+        let (b, s, w) = match q[..] {
+            [b, s, w] => (b, s, w),
+            _ => return Err(format!("{OP} on webgpu needs a 3-D query, got {q:?}")),
         };
-        if w != n * d || (kb, kn) != (b, n) || (vb, vn, vl) != (b, n, l) {
-            return Err(format!("{OP}: shapes {q:?}, {k:?}, {v:?} do not agree"));
+        let (kv_3d, l, d, dv) = match (&k[..], &v[..]) {
+            (&[kb, kn, l, d], &[vb, vn, vl, dv]) if (kb, kn, vb, vn, vl) == (b, n, b, n, l) => {
+                (false, l, d, dv)
+            }
+            (&[kb, l, kw], &[vb, vl, vw]) if (kb, vb, vl) == (b, b, l) && kw % n + vw % n == 0 => {
+                (true, l, kw / n, vw / n)
+            }
+            _ => return Err(format!("{OP}: shapes {q:?}, {k:?}, {v:?} do not agree")),
+        };
+        if w != n * d {
+            return Err(format!("{OP}: query {q:?} is not {n} heads of {d}"));
         }
+        let key_padding = match c.input(4).ok() {
+            None => None,
+            Some(m) if m.shape[..] == [b, l] && c.ty(4)? == Ty::I32 => Some(self.mask_filter_value),
+            Some(m) => {
+                return Err(format!(
+                    "{OP} on webgpu takes key_padding_mask as int32 [{b}, {l}], got {:?}",
+                    m.shape
+                ))
+            }
+        };
         let bias = match c.input(5).ok().map(|i| &i.shape[..]) {
             None => None,
             Some(&[bb, bn, bs, bl])
@@ -278,6 +300,8 @@ impl Op for MultiHeadAttention {
             v_dim: dv,
             scale,
             bias,
+            kv_3d,
+            key_padding,
         })?)
     }
 }

@@ -354,6 +354,10 @@ pub struct MhaCore {
     pub scale: f32,
     /// The bias's batch and head dims (each 1 or the full size), when there is one.
     pub bias: Option<(usize, usize)>,
+    /// Key and value are 3-D [B, L, N·D] (else heads-first [B, N, L, D]).
+    pub kv_3d: bool,
+    /// An int32 key_padding_mask [B, L] (input 4): keys where it is 0 get this filter added.
+    pub key_padding: Option<f32>,
 }
 
 pub fn mha_core(p: &MhaCore) -> Result<Dispatch, String> {
@@ -365,8 +369,15 @@ pub fn mha_core(p: &MhaCore) -> Result<Dispatch, String> {
     }
     let mut src = String::new();
     let mut reads = vec![Ty::F32, Ty::F32, Ty::F32];
+    let mut binds = vec![Bind::In(0), Bind::In(1), Bind::In(2)];
     if p.bias.is_some() {
         reads.push(Ty::F32);
+        binds.push(Bind::In(5));
+    }
+    let kpm = format!("in{}", reads.len());
+    if p.key_padding.is_some() {
+        reads.push(Ty::I32);
+        binds.push(Bind::In(4));
     }
     bindings(&mut src, &reads, &[Ty::F32]);
     reduce_fn(&mut src);
@@ -381,17 +392,32 @@ pub fn mha_core(p: &MhaCore) -> Result<Dispatch, String> {
             "    x = x + in3[(({b} * {bn}u + {h}) * {s}u + q) * {l}u + j];"
         );
     }
+    if let Some(f) = p.key_padding {
+        let _ = writeln!(
+            extra,
+            "    if ({kpm}[b * {l}u + j] == 0) {{ x = x + {}; }}",
+            lit(f)?
+        );
+    }
+    // Element t of key/value row j of head hd: heads-first, or 3-D with the heads side by side.
+    let (krow, vrow) = if p.kv_3d {
+        (
+            format!("((b * {l}u + j) * {n}u + hd) * {d}u"),
+            format!("((b * {l}u + j) * {n}u + hd) * {dv}u"),
+        )
+    } else {
+        (
+            format!("(kbase + j) * {d}u"),
+            format!("(kbase + j) * {dv}u"),
+        )
+    };
     let _ = writeln!(
         src,
-        "  let q = r % {s}u;\n  let hd = (r / {s}u) % {n}u;\n  let b = r / ({s}u * {n}u);\n  let qrow = (b * {s}u + q) * {nd}u + hd * {d}u;\n  let kbase = (b * {n}u + hd) * {l}u;\n  var m = -3.4028234663852886e38;\n  for (var j = l; j < {l}u; j = j + {WG}u) {{\n    var x = 0.0;\n    for (var t = 0u; t < {d}u; t = t + 1u) {{ x = x + in0[qrow + t] * in1[(kbase + j) * {d}u + t]; }}\n    x = x * {scale};\n{extra}    sc[j] = x;\n    m = max(m, x);\n  }}\n  m = wg_max(m, l);\n  var total = 0.0;\n  for (var j = l; j < {l}u; j = j + {WG}u) {{ let e = exp(sc[j] - m); sc[j] = e; total = total + e; }}\n  total = wg_sum(total, l);\n  for (var t = l; t < {dv}u; t = t + {WG}u) {{\n    var acc = 0.0;\n    for (var j = 0u; j < {l}u; j = j + 1u) {{ acc = acc + sc[j] * in2[(kbase + j) * {dv}u + t]; }}\n    out0[(b * {s}u + q) * {ndv}u + hd * {dv}u + t] = acc / total;\n  }}\n}}",
+        "  let q = r % {s}u;\n  let hd = (r / {s}u) % {n}u;\n  let b = r / ({s}u * {n}u);\n  let qrow = (b * {s}u + q) * {nd}u + hd * {d}u;\n  let kbase = (b * {n}u + hd) * {l}u;\n  var m = -3.4028234663852886e38;\n  for (var j = l; j < {l}u; j = j + {WG}u) {{\n    var x = 0.0;\n    for (var t = 0u; t < {d}u; t = t + 1u) {{ x = x + in0[qrow + t] * in1[{krow} + t]; }}\n    x = x * {scale};\n{extra}    sc[j] = x;\n    m = max(m, x);\n  }}\n  m = wg_max(m, l);\n  var total = 0.0;\n  for (var j = l; j < {l}u; j = j + {WG}u) {{ let e = exp(sc[j] - m); sc[j] = e; total = total + e; }}\n  total = wg_sum(total, l);\n  for (var t = l; t < {dv}u; t = t + {WG}u) {{\n    var acc = 0.0;\n    for (var j = 0u; j < {l}u; j = j + 1u) {{ acc = acc + sc[j] * in2[{vrow} + t]; }}\n    out0[(b * {s}u + q) * {ndv}u + hd * {dv}u + t] = acc / total;\n  }}\n}}",
         nd = n * d,
         ndv = n * dv,
         scale = lit(p.scale)?,
     );
-    let mut binds = vec![Bind::In(0), Bind::In(1), Bind::In(2)];
-    if p.bias.is_some() {
-        binds.push(Bind::In(5));
-    }
     Ok(Dispatch {
         wgsl: src,
         groups,
