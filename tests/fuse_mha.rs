@@ -249,7 +249,7 @@ fn encoder(mask: EncMask, dt: DType) -> Model {
     let a = b.input("attention_mask", DType::I64, vec![bs.clone(), ss.clone()]);
     let split = ints(&mut b, "split", &[0, 0, HEADS, D]);
     let narrow = |t: Tensor| t.narrow(dt).unwrap();
-    let mut heads = |b: &mut GraphBuilder, i: u32, perm: &[i64]| {
+    let heads = |b: &mut GraphBuilder, i: u32, perm: &[i64]| {
         let w = b.initializer(
             &format!("w{i}"),
             &narrow(seeded_f32(&[HIDDEN as usize, HIDDEN as usize], i)),
