@@ -93,12 +93,7 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     let probs = sm.output(0).ok_or("Softmax has no output")?;
     // float16 models keep float16 weights; the op computes in their type (onnxruntime and the
     // reference kernel accumulate in float32).
-    require_f32_or_f16(g, logits)?;
-    let dt = g
-        .value(logits)
-        .ty
-        .dtype
-        .ok_or("the scores' type is unknown")?;
+    let dt = require_f32_or_f16(g, logits)?;
     let rank = g.value(logits).ty.rank();
     let axis = ops::attrs_of::<ops::reduce::Softmax>(model, sm)
         .ok_or("Softmax's attributes are not parsed")?

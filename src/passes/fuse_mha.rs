@@ -134,12 +134,7 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     let mm_id = scores.matmul;
     let mm = g.node(mm_id);
     let logits = mm.output(0).ok_or("MatMul has no output")?;
-    require_f32_or_f16(g, logits)?;
-    let dt = g
-        .value(logits)
-        .ty
-        .dtype
-        .ok_or("the scores' type is unknown")?;
+    let dt = require_f32_or_f16(g, logits)?;
     // MatMul → [Mul | Div] → [Add] → Softmax, each step single-use.
     let mut remove = vec![sm_id, mm_id];
     let mut chain = vec![logits];

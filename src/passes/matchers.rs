@@ -155,10 +155,9 @@ pub fn require_f32(g: &Graph, v: ValueId) -> Result<(), String> {
 
 /// Ok when `v` is float32 or float16 (ops whose onnxruntime CPU kernels take both and accumulate
 /// in float32: the layer norms), else why not.
-pub fn require_f32_or_f16(g: &Graph, v: ValueId) -> Result<(), String> {
-    use crate::tensor::DType;
+pub fn require_f32_or_f16(g: &Graph, v: ValueId) -> Result<DType, String> {
     match g.value(v).ty.dtype {
-        Some(DType::F32 | DType::F16) => Ok(()),
+        Some(d @ (DType::F32 | DType::F16)) => Ok(d),
         Some(d) => Err(format!(
             "'{}' is {d}; the fused op takes float32 and float16",
             g.name(v)
