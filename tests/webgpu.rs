@@ -1292,6 +1292,22 @@ fn dynamic_quantize_matmul_is_one_dispatch(gpu: &Gpu) {
         -128.0, 127.0, 2.0, 4.0, -2.0, -4.0, 0.0, 2.0, 100.0, -100.0, 0.0, 1.0, 6.0, 6.0, 0.0, 7.0,
     ];
     assert_eq!(q, even);
+    // 16,384 values of A over a range whose scale is not a power of two: with B the identity,
+    // Y is each quantized value times the scale, so any value quantized differently shows.
+    let eye: Vec<i8> = (0..256 * 256).map(|i| (i % 257 == 0) as i8).collect();
+    let m = dqmm(
+        &[64, 256],
+        Tensor::I8(ArrayD::from_shape_vec(IxDyn(&[256, 256]), eye).unwrap()),
+        Tensor::scalar_f32(1.0),
+        None,
+        false,
+    );
+    let a = ArrayD::from_shape_fn(IxDyn(&[64, 256]), |ix| {
+        let i = ix[0] * 256 + ix[1];
+        ((i * 7919) % 10007) as f32 / 10007.0 * 3.7 - 1.3
+    });
+    let d = check(gpu, &m, &[("a", Tensor::F32(a))], 0.0);
+    assert_eq!(d, 1);
     // uint8 and int8 B, per-column and scalar zero points and scales, bias.
     let (k, n) = (300, 70);
     let bytes: Vec<u8> = (0..k * n).map(|i| ((i * 73 + i / 7) % 256) as u8).collect();
