@@ -48,7 +48,13 @@ impl Op for Cast {
     fn lower(&self, c: &NodeCtx) -> R<Lowered> {
         use super::wgsl::Ty;
         let (from, to) = (c.ty(0)?, c.out_ty(0)?);
-        if from == to {
+        // float16 is computed in float32 (`Ty::of`); a Cast to it rounds to float16.
+        let to_f16 = c.out(0)?.dtype == DType::F16 && c.input(0)?.dtype != DType::F16;
+        let (src, dst) = (c.input(0)?.dtype, c.out(0)?.dtype);
+        if matches!(dst, DType::U8 | DType::I8) && src != dst {
+            return Err(format!("Cast from {src} to {dst} is not on webgpu"));
+        }
+        if from == to && !to_f16 {
             return Ok(Lowered::Alias);
         }
         let e = match (from, to) {
@@ -56,6 +62,10 @@ impl Op for Cast {
             (Ty::U32, t) => format!("{}(v0)", t.wgsl()),
             (_, t) => format!("{}(v0)", t.wgsl()),
         };
+        if to_f16 {
+            let l = c.ew(1, &format!("f16r_({e})"))?;
+            return Ok(super::lowering::prepend(l, super::wgsl::F16_ROUND));
+        }
         c.ew(1, &e)
     }
 }

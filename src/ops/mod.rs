@@ -165,9 +165,10 @@ pub trait Op: Any + Send + Sync {
     fn lower(&self, cx: &NodeCtx) -> Result<Lowered, String> {
         Err(lowering::no_kernel(cx))
     }
-    /// Inputs the WebGPU lowering reads as uint8 bytes packed four to a u32 word, low byte
-    /// first (MatMulNBits' B and zero points). The session accepts a uint8 value there only when
-    /// it is static (an initializer), and uploads it packed; anywhere else uint8 is refused.
+    /// Inputs the WebGPU lowering reads as uint8/int8 bytes packed four to a u32 word, low
+    /// byte first (MatMulNBits' and DynamicQuantizeMatMul's B and zero points). The session packs
+    /// such a value only when it is static (an initializer); elsewhere uint8/int8 is held widened
+    /// to int32, so a lowering reading packed bytes checks that the input is static.
     fn packed_byte_inputs(&self) -> &'static [usize] {
         &[]
     }

@@ -21,7 +21,8 @@
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{check_out, input, norm_axis, opt_input, unsupported_type};
-use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
+use super::lowering::{NodeCtx, Ty, R};
+use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::TensorType;
 use crate::tensor::{DType, Tensor};
 
@@ -333,6 +334,34 @@ impl Op for DequantizeLinear {
     }
     fn any_element_type(&self) -> bool {
         true
+    }
+    /// One elementwise dispatch, `f32(x - zp) * scale` as the reference computes it (exact
+    /// integer difference, one rounded product), for a per-tensor scale and zero point and x
+    /// uint8/int8/int32 (held as int32 on the GPU).
+    fn lower(&self, c: &NodeCtx) -> R<Lowered> {
+        const OP: &str = "DequantizeLinear";
+        let x = c.input(0)?.dtype;
+        if ![DType::U8, DType::I8, DType::I32].contains(&x) {
+            return Err(format!(
+                "{OP} of {x} is not on webgpu (uint8, int8, int32 are)"
+            ));
+        }
+        let per_tensor = |i: usize| -> R<bool> {
+            Ok(!c.has_input(i) || super::wgsl::numel(&c.input(i)?.shape) == 1)
+        };
+        if !per_tensor(1)? || !per_tensor(2)? {
+            return Err(format!(
+                "{OP}: only a per-tensor scale and zero point are on webgpu (per-axis and blocked are not)"
+            ));
+        }
+        if c.ty(1)? != Ty::F32 {
+            return Err(format!("{OP}: scale must be a float on webgpu"));
+        }
+        if c.has_input(2) {
+            c.ew(3, "f32(v0 - v2) * v1")
+        } else {
+            c.ew(2, "f32(v0) * v1")
+        }
     }
 }
 

@@ -132,6 +132,13 @@ impl Op for MatMulNBits {
         }
         let b = c.input(1)?;
         let want = [n, self.blocks(), self.blob()];
+        if c.statics.get(1).copied().flatten().is_none()
+            || (c.has_input(3) && c.statics.get(3).copied().flatten().is_none())
+        {
+            return Err(format!(
+                "{OP}: B and zero points must be constants on webgpu (read packed)"
+            ));
+        }
         if b.dtype != DType::U8 || b.shape != want {
             return Err(format!(
                 "{OP}: B must be uint8 {want:?} on webgpu, got {} {:?}",
@@ -328,6 +335,79 @@ impl Op for DynamicQuantizeMatMul {
     }
     fn any_element_type(&self) -> bool {
         true
+    }
+    fn packed_byte_inputs(&self) -> &'static [usize] {
+        &[1, 3]
+    }
+    /// One dispatch (`wgsl::dynamic_quantize_matmul`, A's quantization bit-exact with the
+    /// reference) for A float32 [..., K], B a constant int8/uint8 [K, N] with a constant zero
+    /// point (scalar or [N]), b_scale float32 (scalar or [N]), bias float32 [N].
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        const OP: &str = "DynamicQuantizeMatMul";
+        let a = c.input(0)?;
+        if a.dtype != DType::F32 {
+            return Err(format!(
+                "{OP}: A must be float32 on webgpu, got {}",
+                a.dtype
+            ));
+        }
+        let b = c.input(1)?;
+        let [k, n] = b.shape[..] else {
+            return Err(format!(
+                "{OP}: only a 2-D B [K, N] is on webgpu (batched B is not), got {:?}",
+                b.shape
+            ));
+        };
+        let constant = |i: usize| c.statics.get(i).copied().flatten().is_some();
+        if !matches!(b.dtype, DType::I8 | DType::U8) || !constant(1) {
+            return Err(format!(
+                "{OP}: B must be a constant int8/uint8 on webgpu (read packed), got {}",
+                b.dtype
+            ));
+        }
+        if a.shape.last() != Some(&k) {
+            return Err(format!(
+                "{OP}: A's last dim must be K = {k}, got {:?}",
+                a.shape
+            ));
+        }
+        let per_column = |i: usize, what: &str, want: &[usize]| -> R<usize> {
+            let len = numel(&c.input(i)?.shape);
+            if want.contains(&len) {
+                Ok(len)
+            } else {
+                Err(format!("{OP}: {what} has {len} elements; want {want:?}"))
+            }
+        };
+        let zero_points = if c.has_input(3) {
+            if c.input(3)?.dtype != b.dtype || !constant(3) {
+                return Err(format!("{OP}: b_zero_point must be a constant of B's type"));
+            }
+            per_column(3, "b_zero_point", &[1, n])?
+        } else {
+            0
+        };
+        if c.input(2)?.dtype != DType::F32 {
+            return Err(format!("{OP}: b_scale must be float32"));
+        }
+        let scales = per_column(2, "b_scale", &[1, n])?;
+        let bias = c.has_input(4);
+        if bias && (c.input(4)?.dtype != DType::F32 || per_column(4, "bias", &[n]).is_err()) {
+            return Err(format!("{OP}: bias must be float32 [{n}]"));
+        }
+        let m = numel(&a.shape) / k.max(1);
+        if m.div_ceil(8) > 65535 {
+            return Err(format!("{OP}: {m} rows of A are over webgpu's grid"));
+        }
+        run(wgsl::dynamic_quantize_matmul(&wgsl::Dqmm {
+            m,
+            k,
+            n,
+            signed: b.dtype == DType::I8,
+            zero_points,
+            scales,
+            bias,
+        }))
     }
 }
 

@@ -1,17 +1,22 @@
 //! WGSL kernel generators. Every kernel is generated for one node with its shapes baked in as
 //! constants (a session is prepared for fixed input shapes), so the text is short and the
-//! compiler sees every loop bound. Element types on the GPU are 4 bytes: f32, i32 (ONNX int32
-//! and int64, range-checked on upload) and u32 0/1 (bool); constant uint8 that an op reads as
-//! packed bytes (`Op::packed_byte_inputs`: MatMulNBits' weights) is four bytes to a u32 word.
+//! compiler sees every loop bound. Element types on the GPU are 4 bytes: f32 (ONNX float32, and
+//! float16 computed in float32: widened on upload, narrowed on readback, rounded where a Cast
+//! asks for float16: [`F16_ROUND`]), i32 (ONNX int32 and int64, range-checked on upload, and
+//! uint8/int8, which only data movement and the quantized ops take) and u32 0/1 (bool); constant
+//! uint8/int8 that an op reads as packed bytes (`Op::packed_byte_inputs`: MatMulNBits' and
+//! DynamicQuantizeMatMul's weights and zero points) is four bytes to a u32 word.
 
 use std::fmt::Write;
 
 use crate::tensor::DType;
 
 mod matmul;
+mod quant;
 mod transformer;
 
 pub use matmul::{matmul, matmul_nbits, MatMul, NBits, SMALL_M};
+pub use quant::{dynamic_quantize_matmul, Dqmm, EXACT_DIV};
 pub use transformer::{
     attention_core, embed_layer_norm, layer_norm, mha_core, rotary, AttentionCore, Embed,
     LayerNorm, MhaCore, Rotary, MAX_ATTENTION_SEQ,
@@ -32,10 +37,11 @@ pub enum Ty {
 }
 
 impl Ty {
+    /// The type the GPU holds ONNX type `d` in. The one place float16 becomes float32.
     pub fn of(d: DType) -> Result<Ty, String> {
         match d {
-            DType::F32 => Ok(Ty::F32),
-            DType::I32 | DType::I64 => Ok(Ty::I32),
+            DType::F32 | DType::F16 => Ok(Ty::F32),
+            DType::I32 | DType::I64 | DType::U8 | DType::I8 => Ok(Ty::I32),
             DType::BOOL => Ok(Ty::U32),
             other => Err(format!(
                 "{} tensors are not supported on webgpu",
@@ -96,6 +102,25 @@ fn pow_(x: f32, y: f32) -> f32 {
     return select(r, -r, (i32(y) & 1) == 1);
   }
   return pow(x, y);
+}
+"#;
+
+/// `fn f16r_(x: f32) -> f32`: `x` rounded to the nearest float16 (ties to even, overflow to
+/// infinity, subnormals kept), held as f32. Bit arithmetic rather than `pack2x16float`, whose
+/// rounding WGSL leaves to the implementation, so every adapter rounds as the reference does.
+pub const F16_ROUND: &str = r#"
+fn f16r_(x: f32) -> f32 {
+  let b = bitcast<u32>(x);
+  let s = b & 0x80000000u;
+  let a = b & 0x7fffffffu;
+  if (a >= 0x7f800000u) { return x; }
+  if (a >= 0x477ff000u) { return bitcast<f32>(s | 0x7f800000u); }
+  if (a < 0x38800000u) {
+    let q = round(bitcast<f32>(a) * 16777216.0) / 16777216.0;
+    return bitcast<f32>(s | bitcast<u32>(q));
+  }
+  let r = (a + 0xfffu + ((a >> 13u) & 1u)) & 0xffffe000u;
+  return bitcast<f32>(s | r);
 }
 "#;
 

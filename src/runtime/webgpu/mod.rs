@@ -19,6 +19,7 @@
 
 mod device;
 mod session;
+mod transfer;
 
 pub use device::Gpu;
 pub use session::GpuSession;

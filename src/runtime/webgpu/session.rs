@@ -4,17 +4,16 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use ndarray::{ArrayD, IxDyn};
-
 use crate::ir::{Model, NodeId, ValueId};
 use crate::limits::Limits;
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::reference::{Executor, StepObserver};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::Tensor;
 use crate::{Error, Result};
 
 use super::device::{gpu_err, map_read, Gpu};
-use crate::ops::wgsl::{numel, Bind, Ty};
+use super::transfer::{bytes_of, from_gpu_bytes, is_byte, to_gpu_bytes};
+use crate::ops::wgsl::{Bind, Ty};
 use crate::ops::{self, lowering::lower, Info, Lowered, NodeCtx};
 
 pub struct GpuSession {
@@ -81,17 +80,8 @@ struct Storage {
     last_use: Option<usize>,
     pinned: bool,
     buffer: Option<usize>,
-}
-
-fn bytes_of(info: &Info) -> u64 {
-    let n = numel(&info.shape) as u64;
-    // uint8 (static, packed four to a word: `Op::packed_byte_inputs`) or 4 bytes an element.
-    let bytes = if info.dtype == DType::U8 {
-        n.div_ceil(4) * 4
-    } else {
-        n * 4
-    };
-    bytes.max(4)
+    /// uint8/int8 held four to a word (a static value an op reads packed), not widened.
+    packed: bool,
 }
 
 impl GpuSession {
@@ -170,18 +160,19 @@ impl GpuSession {
         // Lower every node that is not static.
         let mut storage_of: HashMap<ValueId, usize> = HashMap::new();
         let mut storages: Vec<Storage> = Vec::new();
-        let new_storage = |storages: &mut Vec<Storage>, info: &Info, kind: Kind| {
+        let new_storage = |storages: &mut Vec<Storage>, info: &Info, kind: Kind, packed: bool| {
             storages.push(Storage {
-                bytes: bytes_of(info),
+                bytes: bytes_of(info, packed),
                 kind,
                 last_use: None,
                 pinned: kind != Kind::Temp,
                 buffer: None,
+                packed,
             });
             storages.len() - 1
         };
         for (v, _) in &inputs {
-            let s = new_storage(&mut storages, &infos[v], Kind::Input);
+            let s = new_storage(&mut storages, &infos[v], Kind::Input, false);
             storage_of.insert(*v, s);
         }
         struct Planned {
@@ -222,20 +213,25 @@ impl GpuSession {
                     .map(|v| v.and_then(|v| statics.get(&v)))
                     .collect(),
             };
+            // A static uint8/int8 input the op reads packed (`Op::packed_byte_inputs`).
             let packed = |k: usize| {
                 op.packed_byte_inputs().contains(&k)
-                    && n.inputs[k].is_some_and(|v| is_static.contains(&v))
+                    && n.inputs[k].is_some_and(|v| {
+                        is_static.contains(&v) && infos.get(&v).is_some_and(|i| is_byte(i.dtype))
+                    })
             };
-            for (k, info) in ctx.ins.iter().enumerate() {
-                match info {
-                    Some(info) if !(info.dtype == DType::U8 && packed(k)) => {
-                        Ty::of(info.dtype).map_err(fail)?;
-                    }
-                    _ => {}
-                }
-            }
-            for info in ctx.outs.iter().flatten() {
+            for info in ctx.ins.iter().chain(&ctx.outs).flatten() {
                 Ty::of(info.dtype).map_err(fail)?;
+            }
+            // uint8/int8 values are held widened to int32 (`Ty::of`), so only ops that move
+            // them unchanged (or Cast, which narrows) may make them; arithmetic would not wrap.
+            if let Some(info) = ctx.outs.iter().flatten().find(|i| is_byte(i.dtype)) {
+                if !op.any_element_type() {
+                    return Err(fail(format!(
+                        "{} computing {} is not on webgpu (it holds uint8/int8 as int32: only data movement and the quantized ops take them)",
+                        n.op_type, info.dtype
+                    )));
+                }
             }
             match lower(&ctx).map_err(fail)? {
                 Lowered::Alias => {
@@ -246,7 +242,7 @@ impl GpuSession {
                     let s = match storage_of.get(i) {
                         Some(&s) => s,
                         None => {
-                            let s = new_storage(&mut storages, &infos[i], Kind::Static);
+                            let s = new_storage(&mut storages, &infos[i], Kind::Static, false);
                             storage_of.insert(*i, s);
                             s
                         }
@@ -266,12 +262,23 @@ impl GpuSession {
                             let s = match storage_of.get(&v) {
                                 Some(&s) => s,
                                 None if is_static.contains(&v) => {
-                                    let s = new_storage(&mut storages, &infos[&v], Kind::Static);
+                                    let s = new_storage(
+                                        &mut storages,
+                                        &infos[&v],
+                                        Kind::Static,
+                                        packed(k),
+                                    );
                                     storage_of.insert(v, s);
                                     s
                                 }
                                 None => return Err(fail(format!("input {k} has no buffer"))),
                             };
+                            if storages[s].packed != packed(k) {
+                                return Err(fail(format!(
+                                    "input {k} ('{}') is read packed by one node and widened by another, which webgpu does not do",
+                                    g.name(v)
+                                )));
+                            }
                             storages[s].last_use = Some(step);
                         }
                     }
@@ -279,7 +286,7 @@ impl GpuSession {
                         let info = infos
                             .get(o)
                             .ok_or_else(|| fail("an output has no shape".into()))?;
-                        let s = new_storage(&mut storages, info, Kind::Temp);
+                        let s = new_storage(&mut storages, info, Kind::Temp, false);
                         storage_of.insert(*o, s);
                     }
                     let scratch_ids = scratch
@@ -291,6 +298,7 @@ impl GpuSession {
                                 last_use: Some(step),
                                 pinned: false,
                                 buffer: None,
+                                packed: false,
                             });
                             storages.len() - 1
                         })
@@ -393,7 +401,7 @@ impl GpuSession {
                 let t = statics
                     .get(v)
                     .ok_or_else(|| gpu_err(format!("static value '{}' has no data", g.name(*v))))?;
-                let bytes = to_gpu_bytes(g.name(*v), t)?;
+                let bytes = to_gpu_bytes(g.name(*v), t, storages[s].packed)?;
                 gpu.queue
                     .write_buffer(&buffers[storages[s].buffer.expect("allocated")], 0, &bytes);
             }
@@ -478,7 +486,7 @@ impl GpuSession {
                     let info = infos[&v].clone();
                     let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
                         label: Some("readback"),
-                        size: bytes_of(&info).div_ceil(4) * 4,
+                        size: bytes_of(&info, false).div_ceil(4) * 4,
                         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                         mapped_at_creation: false,
                     });
@@ -542,9 +550,11 @@ impl GpuSession {
                 });
             }
             if let Some(b) = slot.buffer {
-                self.gpu
-                    .queue
-                    .write_buffer(&self.buffers[b], 0, &to_gpu_bytes(&slot.name, t)?);
+                self.gpu.queue.write_buffer(
+                    &self.buffers[b],
+                    0,
+                    &to_gpu_bytes(&slot.name, t, false)?,
+                );
             }
         }
         let scope = self
@@ -600,67 +610,4 @@ impl GpuSession {
         }
         Ok(out)
     }
-}
-
-/// A tensor as the GPU holds it: 4 bytes per element (int64 narrowed to int32 when it fits);
-/// uint8 (only static values an op reads packed: `Op::packed_byte_inputs`) as its bytes, padded
-/// to a whole word.
-fn to_gpu_bytes(name: &str, t: &Tensor) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(t.len() * 4);
-    match t {
-        Tensor::U8(a) => {
-            out.extend(a.iter());
-            out.resize(out.len().div_ceil(4) * 4, 0);
-        }
-        Tensor::F32(a) => a.iter().for_each(|v| out.extend(v.to_le_bytes())),
-        Tensor::I32(a) => a.iter().for_each(|v| out.extend(v.to_le_bytes())),
-        Tensor::Bool(a) => a.iter().for_each(|&v| out.extend((v as u32).to_le_bytes())),
-        Tensor::I64(a) => {
-            for &v in a.iter() {
-                let n = i32::try_from(v).map_err(|_| {
-                    gpu_err(format!(
-                        "'{name}' holds {v}, outside the int32 range webgpu computes in"
-                    ))
-                })?;
-                out.extend(n.to_le_bytes());
-            }
-        }
-        other => {
-            return Err(gpu_err(format!(
-                "'{name}' is {}, which webgpu does not do",
-                other.dtype()
-            )))
-        }
-    }
-    if out.is_empty() {
-        out.extend([0; 4]);
-    }
-    Ok(out)
-}
-
-fn from_gpu_bytes(info: &Info, bytes: &[u8]) -> Result<Tensor> {
-    let n = numel(&info.shape);
-    let words = bytes
-        .chunks_exact(4)
-        .take(n)
-        .map(|c| [c[0], c[1], c[2], c[3]]);
-    let shape = IxDyn(&info.shape);
-    let bad = |e: ndarray::ShapeError| gpu_err(format!("reading back: {e}"));
-    Ok(match info.dtype {
-        DType::F32 => Tensor::F32(
-            ArrayD::from_shape_vec(shape, words.map(f32::from_le_bytes).collect()).map_err(bad)?,
-        ),
-        DType::I32 => Tensor::I32(
-            ArrayD::from_shape_vec(shape, words.map(i32::from_le_bytes).collect()).map_err(bad)?,
-        ),
-        DType::I64 => Tensor::I64(
-            ArrayD::from_shape_vec(shape, words.map(|w| i32::from_le_bytes(w) as i64).collect())
-                .map_err(bad)?,
-        ),
-        DType::BOOL => Tensor::Bool(
-            ArrayD::from_shape_vec(shape, words.map(|w| u32::from_le_bytes(w) != 0).collect())
-                .map_err(bad)?,
-        ),
-        other => return Err(gpu_err(format!("{} output", other.name()))),
-    })
 }
