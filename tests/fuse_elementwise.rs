@@ -404,7 +404,7 @@ fn with_opt_in() -> Vec<&'static str> {
 #[test]
 fn default_rules_make_no_fused_elementwise() {
     assert!(!ALL_RULES.contains(&"fused_elementwise"));
-    for (stem, nodes) in [("gpt2_tiny", 25), ("bert_tiny", 21)] {
+    for (stem, nodes) in [("gpt2_tiny", 24), ("bert_tiny", 21)] {
         let (opt, trace) = fuse(&load(stem), &[]);
         assert_eq!(opt.graph.node_count(), nodes, "{stem}");
         assert!(fused_nodes(&opt).is_empty(), "{stem}");
@@ -417,12 +417,12 @@ fn default_rules_make_no_fused_elementwise() {
 /// named fusions untouched, parity within 1e-4.
 #[test]
 fn opt_in_rule_on_the_bundled_exports() {
-    // After the defaults gpt2 keeps one elementwise op (the embedding sum Add, read by a
-    // LayerNormalization and a SkipLayerNormalization) and bert none: nothing is left to fuse.
+    // After the defaults neither keeps an elementwise op (gpt2's embedding sum is the first
+    // SkipLayerNormalization, its position embeddings the skip): nothing is left to fuse.
     // Alone on the raw exports the rule fuses the decomposed norms, the tanh/erf GELUs, the
     // score scaling + mask Adds and (bert) the bias + residual Adds.
     let cases: [(&str, usize, &[&str], usize, usize); 2] = [
-        ("gpt2_tiny", 25, &[], 492, 9),
+        ("gpt2_tiny", 24, &[], 492, 9),
         ("bert_tiny", 21, &[], 258, 14),
     ];
     for (stem, nodes, want, alone_nodes, alone_fused) in cases {
@@ -438,13 +438,6 @@ fn opt_in_rule_on_the_bundled_exports() {
         println!("{stem}: {got:?}");
         println!("{stem}: {:?}", reasons(&trace));
         assert_eq!(got, want, "{stem}");
-        if stem == "gpt2_tiny" {
-            assert_reason(
-                &trace,
-                "/m/transformer/Add: a lone elementwise op, nothing to fuse: \
-                 '/m/transformer/Add_output_0' is read 2 times, also by LayerNormalization",
-            );
-        }
         assert_eq!(opt.graph.node_count(), nodes, "{stem}");
         // Every op the rule does not take keeps its count: no named fusion lost a pattern.
         let (hd, ho) = (histogram(&def), histogram(&opt));

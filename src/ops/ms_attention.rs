@@ -29,7 +29,8 @@
 //! [B, S, Hq·D]. Rotary embedding, quantized caches and the other refused inputs are errors
 //! naming them.
 //!
-//! Element types: float32 (float16/bfloat16 arrive widened to float32) and float64. On WebGPU,
+//! Element types: float32 (float16/bfloat16 arrive widened to float32), as onnxruntime's contract
+//! (T = float, float16); float64 is refused. On WebGPU,
 //! MultiHeadAttention in the forms `multi_head_attention` emits (3-D query; heads-first or 3-D key
 //! and value; an optional attention_bias or int32 [B, L] key_padding_mask) is one float32
 //! dispatch (`wgsl::mha_core`).
@@ -228,8 +229,10 @@ impl Op for MultiHeadAttention {
     fn kernel(&self) -> Kernel {
         |ctx, inputs| match input(MHA, inputs, 0)? {
             Tensor::F32(_) => mha::<f32>(ctx, inputs),
-            Tensor::F64(_) => mha::<f64>(ctx, inputs),
-            t => Err(format!("{MHA}: query must be float, got {}", t.dtype())),
+            t => Err(format!(
+                "{MHA}: query must be float32 or float16 (onnxruntime's types), got {}",
+                t.dtype()
+            )),
         }
     }
     /// One dispatch (`wgsl::mha_core`) for the forms `multi_head_attention` emits: query
@@ -566,8 +569,10 @@ impl Op for GroupQueryAttention {
     fn kernel(&self) -> Kernel {
         |ctx, inputs| match input(GQA, inputs, 0)? {
             Tensor::F32(_) => gqa::<f32>(ctx, inputs),
-            Tensor::F64(_) => gqa::<f64>(ctx, inputs),
-            t => Err(format!("{GQA}: query must be float, got {}", t.dtype())),
+            t => Err(format!(
+                "{GQA}: query must be float32 or float16 (onnxruntime's types), got {}",
+                t.dtype()
+            )),
         }
     }
 }
