@@ -312,11 +312,16 @@ fn outputs_diff(a: &Model, b: &Model, inputs: &HashMap<String, Tensor>) -> f64 {
 /// Runs both models on x (seeded) and the given mask rows; the largest output difference.
 fn diff_with_mask(a: &Model, b: &Model, batch: usize, seq: usize, mask: &[i64]) -> f64 {
     let limits = Limits::default();
+    // x in the type the model declares (float16 rounds).
+    let g = &a.graph;
+    let dt = g
+        .inputs
+        .iter()
+        .find(|&&v| g.name(v) == "x")
+        .and_then(|&v| g.value(v).ty.dtype);
+    let x = seeded_f32(&[batch, seq, HIDDEN as usize], 3);
     let mut inputs = HashMap::new();
-    inputs.insert(
-        "x".to_string(),
-        seeded_f32(&[batch, seq, HIDDEN as usize], 3),
-    );
+    inputs.insert("x".to_string(), x.narrow(dt.unwrap()).unwrap());
     inputs.insert(
         "attention_mask".to_string(),
         Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[batch, seq]), mask.to_vec()).unwrap()),
@@ -735,22 +740,6 @@ fn attention_rejects_a_scaled_value_projection() {
     assert_not_fused(spec, "the value projection is scaled by 0.5");
 }
 
-/// Runs both models on float16 x (seeded) and the mask rows; the largest output difference.
-fn diff_f16(a: &Model, b: &Model, batch: usize, seq: usize, mask: &[i64]) -> f64 {
-    let limits = Limits::default();
-    let x = seeded_f32(&[batch, seq, HIDDEN as usize], 3);
-    let inputs = HashMap::from([
-        ("x".to_string(), x.narrow(DType::F16).unwrap()),
-        (
-            "attention_mask".to_string(),
-            Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[batch, seq]), mask.to_vec()).unwrap()),
-        ),
-    ]);
-    let ra = Executor::new(a, &limits).unwrap().run(&inputs).unwrap();
-    let rb = Executor::new(b, &limits).unwrap().run(&inputs).unwrap();
-    compare(&ra, &rb, 0.0).max_abs_diff
-}
-
 #[test]
 fn attention_fuses_float16_self_attention_and_keeps_float16_weights() {
     let spec = Spec {
@@ -772,7 +761,7 @@ fn attention_fuses_float16_self_attention_and_keeps_float16_weights() {
     }
     // float16 rounding in the original: the fp16 bound.
     for mask in [[1, 1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 0, 0]] {
-        let d = diff_f16(&m, &opt, 2, 4, &mask);
+        let d = diff_with_mask(&m, &opt, 2, 4, &mask);
         assert!(d <= 2e-2, "{mask:?}: {d}");
     }
 }
@@ -789,5 +778,5 @@ fn attention_rejects_float16_causal_attention() {
     };
     let m = assert_rejected(spec, "causal mask on float16 scores");
     let (opt, _) = fuse(&m);
-    assert_eq!(diff_f16(&m, &opt, 2, 3, &[0, 1, 1, 1, 1, 0]), 0.0);
+    assert_eq!(diff_with_mask(&m, &opt, 2, 3, &[0, 1, 1, 1, 1, 0]), 0.0);
 }
