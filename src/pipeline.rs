@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use crate::ir::Model;
 use crate::limits::Limits;
+use crate::passes::target::{for_target, Target};
 use crate::passes::{rules, Engine, Rule, ALL_RULES, BACKEND_LOWERING_RULES};
 use crate::report::{self, OptimizeReport};
 use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
@@ -58,9 +59,11 @@ pub fn for_backend(optimized: &Model, backend: Backend) -> Result<Model> {
 
 #[derive(Clone, Debug)]
 pub struct OptimizeOptions {
-    /// Rule names; empty means the default rules (`passes::ALL_RULES`). Opt-in rules
-    /// (`passes::BACKEND_LOWERING_RULES`) run only when named.
+    /// Rule names; empty means the target's default rules (`Target::default_rules`). Opt-in
+    /// rules (`passes::BACKEND_LOWERING_RULES`) run only when named or for `Target::Fuselab`.
     pub rules: Vec<String>,
+    /// The runtime the saved model is for: its default rules, and the fused ops it refuses.
+    pub target: Target,
     /// Compare outputs of original vs optimized (needs every op on the reference backend).
     pub parity: bool,
     /// Largest max-abs-diff accepted; `None`: `parity::model_tolerance` (2e-2 for a model that
@@ -83,6 +86,7 @@ impl Default for OptimizeOptions {
     fn default() -> Self {
         OptimizeOptions {
             rules: Vec::new(),
+            target: Target::default(),
             parity: true,
             tolerance: None,
             dims: HashMap::new(),
@@ -102,11 +106,16 @@ pub fn optimize(
     clock: &dyn Fn() -> f64,
 ) -> Result<(Model, OptimizeReport)> {
     let names: Vec<&str> = if opts.rules.is_empty() {
-        ALL_RULES.to_vec()
+        opts.target.default_rules()
     } else {
         opts.rules.iter().map(|s| s.as_str()).collect()
     };
-    optimize_with(original, rules(&names)?, opts, clock)
+    optimize_with(
+        original,
+        for_target(rules(&names)?, opts.target),
+        opts,
+        clock,
+    )
 }
 
 /// As `optimize`, with rule objects (tests use this to run a deliberately wrong rule).
@@ -159,6 +168,7 @@ pub fn optimize_with(
     };
     let mut rep = report::build(original, &optimized, trace, parity);
     rep.optimize_ms = optimize_ms;
+    rep.target = opts.target;
     for &i in &original.graph.inputs {
         for d in original.graph.value(i).ty.shape.iter().flatten() {
             if let crate::ir::Dim::Sym(s) = d {

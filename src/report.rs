@@ -27,6 +27,8 @@ pub struct OptimizeReport {
     /// Dims used for the parity inputs.
     pub dims: BTreeMap<String, usize>,
     pub optimize_ms: f64,
+    /// The runtime the optimized model is for (`optimize --target`).
+    pub target: crate::passes::target::Target,
 }
 
 /// Op type → node count.
@@ -92,5 +94,6 @@ pub fn build(
         parity,
         dims: BTreeMap::new(),
         optimize_ms: 0.0,
+        target: Default::default(),
     }
 }

@@ -32,6 +32,7 @@ use serde::Deserialize;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
+use crate::passes::target::Target;
 use crate::pipeline::Backend;
 
 pub use bench::{Bench, GpuBench};
@@ -56,6 +57,9 @@ pub struct OptimizeOptions {
     /// Rule names; empty or absent: the default rules (see `rules()`). The opt-in
     /// "fused_elementwise" (ai.fuselab ops that onnxruntime cannot run) is accepted by name.
     pub rules: Vec<String>,
+    /// The runtime the saved model is for: "ort-cpu" (default), "ort-webgpu" (only fused ops
+    /// onnxruntime-web's WebGPU EP runs on the GPU) or "fuselab" (adds the ai.fuselab lowering).
+    pub target: Target,
     /// Sizes of symbolic input dims for the parity inputs (never changes the saved model).
     pub dims: HashMap<String, usize>,
     /// Symbolic dims the optimized model is specialized to.

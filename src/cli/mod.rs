@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::ir::Model;
 use crate::limits::Limits;
+use crate::passes::target::Target;
 use crate::passes::RuleKind;
 use crate::pipeline::{self, OptimizeOptions};
 use crate::runtime::inputs::random_inputs;
@@ -66,6 +67,12 @@ enum Command {
         report: Option<PathBuf>,
         #[arg(long, value_delimiter = ',', help = rules_help())]
         rules: Vec<String>,
+        /// The runtime the saved model is for: ort-cpu (onnxruntime's CPU EP), ort-webgpu
+        /// (onnxruntime-web's WebGPU EP: only fused ops it runs on the GPU, e.g.
+        /// MultiHeadAttention where an Attention would carry a mask), fuselab (also the
+        /// ai.fuselab lowering only fuselab runs).
+        #[arg(long, value_enum, default_value_t = Target::OrtCpu)]
+        target: Target,
         /// Skip the parity check (needed for models the reference backend cannot run).
         #[arg(long)]
         no_parity: bool,
@@ -213,6 +220,7 @@ fn dispatch(cmd: Command) -> Result<i32> {
             output,
             report,
             rules,
+            target,
             no_parity,
             tolerance,
             fix_dims,
@@ -220,6 +228,7 @@ fn dispatch(cmd: Command) -> Result<i32> {
         } => {
             let opts = OptimizeOptions {
                 rules,
+                target,
                 parity: !no_parity,
                 tolerance,
                 dims: run.dims()?,

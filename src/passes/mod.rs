@@ -30,6 +30,7 @@ pub mod identity;
 pub mod matchers;
 pub mod rewrite;
 pub mod specialize;
+pub mod target;
 
 use std::sync::LazyLock;
 

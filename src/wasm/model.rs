@@ -117,6 +117,7 @@ impl WasmModel {
         let defaults = pipeline::OptimizeOptions::default();
         let opts = pipeline::OptimizeOptions {
             rules: o.rules,
+            target: o.target,
             parity: o.parity.unwrap_or(true),
             tolerance: o.tolerance.or(defaults.tolerance),
             dims: o.dims,

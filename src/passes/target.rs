@@ -1,0 +1,122 @@
+//! The runtime a saved model is for (`optimize --target`, the wasm API's `target`, the page's
+//! selector). A target picks the default rules and refuses any fused node its runtime would not
+//! run where it should: the rule's proposal is rejected with the reason, so the pattern stays as
+//! it was or a later rule fuses it another way (multi_head_attention takes what attention may not).
+//!
+//! - `ort-cpu` (default): onnxruntime's CPU execution provider; every fusion rule, no `ai.fuselab`
+//!   op.
+//! - `ort-webgpu`: onnxruntime-web's WebGPU execution provider. Only fused ops it has a GPU kernel
+//!   for: its contrib kernels are Attention (without mask_index or past), BiasAdd, BiasGelu,
+//!   FastGelu, FusedConv, Gelu, GroupQueryAttention, MatMulNBits, MultiHeadAttention, QuickGelu,
+//!   RotaryEmbedding, SkipLayerNormalization, SimplifiedLayerNormalization and
+//!   SkipSimplifiedLayerNormalization. EmbedLayerNormalization, FusedGemm and
+//!   DynamicQuantizeMatMul have none, and an Attention with a mask_index runs on the CPU (checked
+//!   in onnxruntime-web 1.31.1's placement log: `tests/js/ort_web.test.mjs`).
+//! - `fuselab`: fuselab's own backends; also the backend lowering (`ai.fuselab.FusedElementwise`),
+//!   which no other runtime runs.
+
+use crate::ir::{Model, NodeId};
+use crate::passes::{
+    Anchors, NewNode, Proposal, Rule, RuleKind, ALL_RULES, BACKEND_LOWERING_RULES,
+};
+
+/// Where the saved model will run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(clap::ValueEnum))]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// onnxruntime's CPU execution provider (every fusion rule; no ai.fuselab op)
+    #[default]
+    OrtCpu,
+    /// onnxruntime-web's WebGPU execution provider (only fused ops it runs on the GPU)
+    OrtWebgpu,
+    /// fuselab's backends (adds the ai.fuselab lowering that only fuselab runs)
+    Fuselab,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::OrtCpu => "ort-cpu",
+            Target::OrtWebgpu => "ort-webgpu",
+            Target::Fuselab => "fuselab",
+        }
+    }
+
+    /// The rules run when none are named.
+    pub fn default_rules(self) -> Vec<&'static str> {
+        let mut names = ALL_RULES.to_vec();
+        if self == Target::Fuselab {
+            names.extend(BACKEND_LOWERING_RULES.iter());
+        }
+        names
+    }
+
+    /// Why this target's runtime would not run `node` where it should; `None`: it would.
+    pub fn refuses(self, node: &NewNode) -> Option<String> {
+        let op = node.op_type.as_str();
+        let fuselab_op = node.domain == crate::ir::model::FUSELAB_DOMAIN;
+        let why = match self {
+            Target::Fuselab => return None,
+            _ if fuselab_op => format!("{op} is an ai.fuselab op that only fuselab runs"),
+            Target::OrtCpu => return None,
+            Target::OrtWebgpu => {
+                let ms = crate::ir::model::same_domain(&node.domain, crate::ir::model::MS_DOMAIN);
+                let given = |i: usize| node.inputs.get(i).is_some_and(|s| s.is_some());
+                match op {
+                    "EmbedLayerNormalization" | "FusedGemm" | "DynamicQuantizeMatMul" | "FusedMatMul"
+                        if ms =>
+                    {
+                        format!("onnxruntime-web's WebGPU EP has no {op} kernel (it would run on the CPU)")
+                    }
+                    "Attention" if ms && (given(3) || given(4)) => {
+                        "onnxruntime-web's WebGPU EP runs an Attention with a mask_index or past on the \
+                         CPU (MultiHeadAttention takes the mask instead)"
+                            .to_string()
+                    }
+                    _ => return None,
+                }
+            }
+        };
+        Some(format!("target {}: {why}", self.name()))
+    }
+}
+
+/// `rule` as seen by `target`: a proposal adding a node the target refuses becomes a rejection.
+pub struct ForTarget {
+    pub rule: Box<dyn Rule>,
+    pub target: Target,
+}
+
+impl Rule for ForTarget {
+    fn name(&self) -> &'static str {
+        self.rule.name()
+    }
+    fn kind(&self) -> RuleKind {
+        self.rule.kind()
+    }
+    fn anchors(&self) -> Anchors {
+        self.rule.anchors()
+    }
+    fn deferred(&self) -> bool {
+        self.rule.deferred()
+    }
+    fn propose(&self, model: &Model, node: NodeId) -> Proposal {
+        match self.rule.propose(model, node) {
+            Proposal::Rewrite(p) => match p.add.iter().find_map(|n| self.target.refuses(n)) {
+                Some(why) => Proposal::Reject(why),
+                None => Proposal::Rewrite(p),
+            },
+            other => other,
+        }
+    }
+}
+
+/// `rules` as `target` sees them.
+pub fn for_target(rules: Vec<Box<dyn Rule>>, target: Target) -> Vec<Box<dyn Rule>> {
+    rules
+        .into_iter()
+        .map(|rule| Box::new(ForTarget { rule, target }) as Box<dyn Rule>)
+        .collect()
+}
