@@ -40,5 +40,7 @@ step "wasm size budget (scripts/check_wasm_size.sh)"
 bash scripts/check_wasm_size.sh
 step "page end to end (playwright-core + Debian chromium)"
 FUSELAB_BIN="$PWD/target/release/fuselab" npm run test:e2e
+step "onnxruntime-web (npm) runs optimize --target ort-webgpu models on its WebGPU and wasm EPs"
+FUSELAB_BIN="$PWD/target/release/fuselab" npm run test:ortweb
 step "npm package: pack contents, TypeScript consumer, README example (Vite and plain module)"
 npm run test:pack
