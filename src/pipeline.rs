@@ -63,7 +63,8 @@ pub struct OptimizeOptions {
     /// rules (`passes::BACKEND_LOWERING_RULES`) run only when named or for `Target::Fuselab`.
     pub rules: Vec<String>,
     /// The runtime the saved model is for: its default rules, and the fused ops it refuses.
-    pub target: Target,
+    /// `None`: the default rules (`passes::ALL_RULES`), nothing refused.
+    pub target: Option<Target>,
     /// Compare outputs of original vs optimized (needs every op on the reference backend).
     pub parity: bool,
     /// Largest max-abs-diff accepted; `None`: `parity::model_tolerance` (2e-2 for a model that
@@ -86,7 +87,7 @@ impl Default for OptimizeOptions {
     fn default() -> Self {
         OptimizeOptions {
             rules: Vec::new(),
-            target: Target::default(),
+            target: None,
             parity: true,
             tolerance: None,
             dims: HashMap::new(),
@@ -106,16 +107,16 @@ pub fn optimize(
     clock: &dyn Fn() -> f64,
 ) -> Result<(Model, OptimizeReport)> {
     let names: Vec<&str> = if opts.rules.is_empty() {
-        opts.target.default_rules()
+        opts.target
+            .map_or(ALL_RULES.to_vec(), Target::default_rules)
     } else {
         opts.rules.iter().map(|s| s.as_str()).collect()
     };
-    optimize_with(
-        original,
-        for_target(rules(&names)?, opts.target),
-        opts,
-        clock,
-    )
+    let rules = match opts.target {
+        Some(t) => for_target(rules(&names)?, t),
+        None => rules(&names)?,
+    };
+    optimize_with(original, rules, opts, clock)
 }
 
 /// As `optimize`, with rule objects (tests use this to run a deliberately wrong rule).

@@ -27,8 +27,9 @@ pub struct OptimizeReport {
     /// Dims used for the parity inputs.
     pub dims: BTreeMap<String, usize>,
     pub optimize_ms: f64,
-    /// The runtime the optimized model is for (`optimize --target`).
-    pub target: crate::passes::target::Target,
+    /// The runtime the optimized model is for (`optimize --target`); null: none named (the
+    /// default rules).
+    pub target: Option<crate::passes::target::Target>,
 }
 
 /// Op type → node count.
@@ -94,6 +95,6 @@ pub fn build(
         parity,
         dims: BTreeMap::new(),
         optimize_ms: 0.0,
-        target: Default::default(),
+        target: None,
     }
 }

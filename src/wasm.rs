@@ -57,9 +57,10 @@ pub struct OptimizeOptions {
     /// Rule names; empty or absent: the default rules (see `rules()`). The opt-in
     /// "fused_elementwise" (ai.fuselab ops that onnxruntime cannot run) is accepted by name.
     pub rules: Vec<String>,
-    /// The runtime the saved model is for: "ort-cpu" (default), "ort-webgpu" (only fused ops
-    /// onnxruntime-web's WebGPU EP runs on the GPU) or "fuselab" (adds the ai.fuselab lowering).
-    pub target: Target,
+    /// The runtime the saved model is for: "ort-cpu" (no ai.fuselab op), "ort-webgpu" (only
+    /// fused ops onnxruntime-web's WebGPU EP runs on the GPU) or "fuselab" (adds the ai.fuselab
+    /// lowering). Absent: the default rules, nothing refused.
+    pub target: Option<Target>,
     /// Sizes of symbolic input dims for the parity inputs (never changes the saved model).
     pub dims: HashMap<String, usize>,
     /// Symbolic dims the optimized model is specialized to.

@@ -149,6 +149,66 @@ fn rules_flag_selects_rules() {
 }
 
 #[test]
+fn target_flag_picks_what_the_runtime_runs() {
+    let d = tmp("target");
+    let opt = d.join("opt.onnx");
+    let report = d.join("report.json");
+    let gpt2 = common::repo().join("tests/models/gpt2_tiny.onnx");
+    let run = |target: &str| -> serde_json::Value {
+        ok(&[
+            "optimize",
+            s(&gpt2),
+            "-o",
+            s(&opt),
+            "--target",
+            target,
+            "--report",
+            s(&report),
+        ]);
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap()
+    };
+    let cpu = run("ort-cpu");
+    assert_eq!(cpu["target"], "ort-cpu");
+    assert_eq!(cpu["fusions"]["Attention"], 2, "{}", cpu["fusions"]);
+    let web = run("ort-webgpu");
+    assert_eq!(web["target"], "ort-webgpu");
+    assert_eq!(
+        web["fusions"]["MultiHeadAttention"], 2,
+        "{}",
+        web["fusions"]
+    );
+    assert!(
+        web["fusions"].get("Attention").is_none(),
+        "{}",
+        web["fusions"]
+    );
+    // No target: the default rules; GPT-2's fusions are all onnxruntime's, so the same.
+    ok(&["optimize", s(&gpt2), "-o", s(&opt), "--report", s(&report)]);
+    let default: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(default["fusions"], cpu["fusions"]);
+    assert!(default["target"].is_null());
+    // The book's worked example is an ai.fuselab op: a default rule, refused for onnxruntime.
+    let stdout = ok(&[
+        "optimize",
+        s(&example()),
+        "-o",
+        s(&opt),
+        "--target",
+        "ort-cpu",
+    ]);
+    assert!(stdout.contains("2 -> 2 nodes"), "{stdout}");
+    assert!(
+        stdout.contains("target ort-cpu: AddEyeLike is an ai.fuselab op that only fuselab runs"),
+        "{stdout}"
+    );
+    let out = fuselab(&["optimize", s(&gpt2), "-o", s(&opt), "--target", "tflite"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ort-cpu, ort-webgpu, fuselab"), "{err}");
+}
+
+#[test]
 fn inspect_reports_the_model() {
     let j: serde_json::Value =
         serde_json::from_str(&ok(&["inspect", s(&example()), "--json"])).unwrap();

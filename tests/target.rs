@@ -20,14 +20,14 @@ fn load(rel: &str) -> Model {
 
 fn run(rel: &str, target: Target, rules: &[&str]) -> (Model, OptimizeReport) {
     let opts = OptimizeOptions {
-        target,
+        target: Some(target),
         rules: rules.iter().map(|s| s.to_string()).collect(),
         ..Default::default()
     };
     let (m, rep) = optimize(&load(rel), &opts, &|| 0.0).unwrap();
     let p = rep.parity.as_ref().unwrap();
     assert!(p.ok, "{rel} for {target:?}: parity {}", p.max_abs_diff);
-    assert_eq!(rep.target, target);
+    assert_eq!(rep.target, Some(target));
     (m, rep)
 }
 

@@ -67,12 +67,12 @@ enum Command {
         report: Option<PathBuf>,
         #[arg(long, value_delimiter = ',', help = rules_help())]
         rules: Vec<String>,
-        /// The runtime the saved model is for: ort-cpu (onnxruntime's CPU EP), ort-webgpu
-        /// (onnxruntime-web's WebGPU EP: only fused ops it runs on the GPU, e.g.
+        /// The runtime the saved model is for: ort-cpu (onnxruntime's CPU EP: no ai.fuselab
+        /// op), ort-webgpu (onnxruntime-web's WebGPU EP: only fused ops it runs on the GPU, e.g.
         /// MultiHeadAttention where an Attention would carry a mask), fuselab (also the
-        /// ai.fuselab lowering only fuselab runs).
-        #[arg(long, value_enum, default_value_t = Target::OrtCpu)]
-        target: Target,
+        /// ai.fuselab lowering only fuselab runs). Default: the default rules, nothing refused.
+        #[arg(long, value_enum)]
+        target: Option<Target>,
         /// Skip the parity check (needed for models the reference backend cannot run).
         #[arg(long)]
         no_parity: bool,

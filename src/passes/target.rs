@@ -3,8 +3,10 @@
 //! run where it should: the rule's proposal is rejected with the reason, so the pattern stays as
 //! it was or a later rule fuses it another way (multi_head_attention takes what attention may not).
 //!
-//! - `ort-cpu` (default): onnxruntime's CPU execution provider; every fusion rule, no `ai.fuselab`
-//!   op.
+//! Without a target the default rules run and nothing is refused (the book's worked example,
+//! `ai.fuselab.AddEyeLike`, comes from a default rule).
+//!
+//! - `ort-cpu`: onnxruntime's CPU execution provider; the default rules, no `ai.fuselab` op.
 //! - `ort-webgpu`: onnxruntime-web's WebGPU execution provider. Only fused ops it has a GPU kernel
 //!   for: its contrib kernels are Attention (without mask_index or past), BiasAdd, BiasGelu,
 //!   FastGelu, FusedConv, Gelu, GroupQueryAttention, MatMulNBits, MultiHeadAttention, QuickGelu,
@@ -21,13 +23,12 @@ use crate::passes::{
 };
 
 /// Where the saved model will run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(not(target_arch = "wasm32"), derive(clap::ValueEnum))]
 #[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(rename_all = "kebab-case")]
 pub enum Target {
-    /// onnxruntime's CPU execution provider (every fusion rule; no ai.fuselab op)
-    #[default]
+    /// onnxruntime's CPU execution provider (the default rules; no ai.fuselab op)
     OrtCpu,
     /// onnxruntime-web's WebGPU execution provider (only fused ops it runs on the GPU)
     OrtWebgpu,
@@ -65,15 +66,12 @@ impl Target {
                 let ms = crate::ir::model::same_domain(&node.domain, crate::ir::model::MS_DOMAIN);
                 let given = |i: usize| node.inputs.get(i).is_some_and(|s| s.is_some());
                 match op {
-                    "EmbedLayerNormalization" | "FusedGemm" | "DynamicQuantizeMatMul" | "FusedMatMul"
-                        if ms =>
-                    {
-                        format!("onnxruntime-web's WebGPU EP has no {op} kernel (it would run on the CPU)")
+                    "EmbedLayerNormalization" | "FusedGemm" | "DynamicQuantizeMatMul" if ms => {
+                        format!("onnxruntime-web has no WebGPU kernel for {op}")
                     }
                     "Attention" if ms && (given(3) || given(4)) => {
-                        "onnxruntime-web's WebGPU EP runs an Attention with a mask_index or past on the \
-                         CPU (MultiHeadAttention takes the mask instead)"
-                            .to_string()
+                        "onnxruntime-web runs an Attention with mask_index or past on the CPU"
+                            .into()
                     }
                     _ => return None,
                 }

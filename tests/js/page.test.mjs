@@ -40,9 +40,9 @@ after(async () => {
   server?.close();
 });
 
-function cliReport(model, dims) {
+function cliReport(model, dims, extra = []) {
   const report = join(tmp, "report.json");
-  const args = ["optimize", model, "-o", join(tmp, "cli.onnx"), "--report", report];
+  const args = ["optimize", model, "-o", join(tmp, "cli.onnx"), "--report", report, ...extra];
   for (const [k, v] of Object.entries(dims)) args.push("--dim", `${k}=${v}`);
   execFileSync(cli, args, { stdio: "pipe" });
   return JSON.parse(readFileSync(report, "utf8"));
@@ -102,6 +102,31 @@ test("dropping gpt2_tiny shows the CLI's fused counts and linked before/after gr
   // The inspector shows the fused node's provenance.
   await skip.dispatchEvent("click");
   assert.match(await page.textContent("#inspector"), /fused by skip_layer_norm/);
+});
+
+test("optimizing for onnxruntime-web's WebGPU EP shows the CLI's --target ort-webgpu counts", async () => {
+  const fusedShown = () => page.evaluate(() =>
+    Object.fromEntries([...document.querySelectorAll("#fusions tbody tr[data-op]")].map((r) => [r.dataset.op, Number(r.dataset.count)])));
+  const reoptimized = (target) => page.waitForFunction((t) => {
+    const s = document.getElementById("status").textContent;
+    return s.includes(`for ${t}.`) && /graphs shown/.test(s) || /failed/.test(s);
+  }, target, { timeout: 60000 });
+  await page.selectOption("#target", "ort-webgpu");
+  await reoptimized("ort-webgpu");
+  const cliR = cliReport(join(root, "tests/models/gpt2_tiny.onnx"), { batch: 1, seq: 8 }, ["--target", "ort-webgpu"]);
+  const shown = await fusedShown();
+  assert.deepEqual(shown, cliR.fusions);
+  // That EP runs an Attention with a mask on the CPU: the masked attention is a MultiHeadAttention.
+  assert.equal(shown.MultiHeadAttention, 2, JSON.stringify(shown));
+  assert.equal(shown.Attention, undefined, JSON.stringify(shown));
+  assert.equal(Number(await page.textContent("#nodes-after")), cliR.nodes_after);
+  // Back to the default rules (nothing refused): the Attention again.
+  await page.selectOption("#target", "");
+  await page.waitForFunction(() => {
+    const s = document.getElementById("status").textContent;
+    return !s.includes(" for ort-") && /graphs shown/.test(s) || /failed/.test(s);
+  }, null, { timeout: 60000 });
+  assert.equal((await fusedShown()).Attention, 2);
 });
 
 test("20-run benchmarks on the reference and the WebGPU backend draw their charts", async () => {

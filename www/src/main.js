@@ -72,7 +72,8 @@ function showDims(summary) {
     l.append(i);
     box.append(l);
   }
-  $("dims").hidden = names.length === 0;
+  $("dims-label").hidden = names.length === 0;
+  $("dims").hidden = false;
 }
 
 function dims() {
@@ -84,7 +85,7 @@ function dims() {
 async function optimize(t0 = performance.now()) {
   status(`Optimizing ${current.name}…`);
   $("dl-model").disabled = $("dl-report").disabled = true;
-  const r = await call("optimize", { dims: dims() });
+  const r = await call("optimize", { dims: dims(), target: $("target").value || undefined });
   current.report = r.report;
   showReport(r.report);
   $("graphs").hidden = false;
@@ -100,7 +101,7 @@ async function optimize(t0 = performance.now()) {
   const shown = performance.now() - t0;
   Object.assign(timing, { optimize_ms: r.optimize_ms, layout_ms: r.layout_ms, drop_to_graphs_ms: shown });
   status(
-    `${current.name}: ${r.report.nodes_before} → ${r.report.nodes_after} nodes. Optimized in ` +
+    `${current.name}: ${r.report.nodes_before} → ${r.report.nodes_after} nodes${r.report.target ? ` for ${r.report.target}` : ""}. Optimized in ` +
       `${r.optimize_ms.toFixed(0)} ms (with parity), laid out in ${r.layout_ms.toFixed(0)} ms; ` +
       `graphs shown ${shown.toFixed(0)} ms after the drop.`,
   );
@@ -140,6 +141,9 @@ for (const b of document.querySelectorAll("[data-sample]"))
 $("dims").addEventListener("submit", (e) => {
   e.preventDefault();
   optimize().catch((err) => status(`Optimization failed: ${err.message}`, true));
+});
+$("target").addEventListener("change", () => {
+  if (current) optimize().catch((err) => status(`Optimization failed: ${err.message}`, true));
 });
 
 // ---- report --------------------------------------------------------------------------------

@@ -33,12 +33,12 @@ const commands = {
     return { name: model.name, bytes: model.bytes.length, summary: original.summary() };
   },
 
-  async optimize({ dims }) {
+  async optimize({ dims, target }) {
     if (!original) throw new Error("load a model first");
     optimized?.free();
     optimized = null;
     const t0 = now();
-    optimized = original.optimize({ dims });
+    optimized = original.optimize({ dims, target });
     const t1 = now();
     const before = layoutGraph(optimized.graphBefore());
     const after = layoutGraph(optimized.graphAfter());
