@@ -11,9 +11,11 @@ rm -rf pkg
 wasm-bindgen --target web --out-dir pkg --out-name fuselab \
   target/wasm32-unknown-unknown/wasm-release/fuselab.wasm
 raw=$(stat -c %s pkg/fuselab_bg.wasm)
-# Three -Oz passes (each finds a little more: 801,0xx → 799,2xx bytes gzipped on 2026-12-05) and
-# no producers/target_features sections (nothing reads them at run time).
-node_modules/.bin/wasm-opt -Oz -Oz -Oz --strip-producers --strip-target-features --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
+# Three -Oz passes (each finds a little more: 801,0xx → 799,2xx bytes gzipped on 2026-12-05), no
+# producers/target_features sections (nothing reads them at run time), and --low-memory-unused:
+# an address computed as `p + c` (c < 1024) may become a load/store offset, which differs only
+# where p + c would wrap past 2^32 into the first 1 KiB; Rust's pointers never do (−2.7 KB gz).
+node_modules/.bin/wasm-opt -Oz -Oz -Oz --low-memory-unused --strip-producers --strip-target-features --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
   --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue \
   pkg/fuselab_bg.wasm -o pkg/fuselab_bg.opt.wasm
 mv pkg/fuselab_bg.opt.wasm pkg/fuselab_bg.wasm

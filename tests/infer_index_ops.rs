@@ -284,3 +284,78 @@ fn slice_with_a_run_time_step_leaves_the_sliced_axis_unknown() {
     let m = b.build();
     assert_eq!(shape(&m, y), Some(vec![Dim::Unknown, Dim::Known(6)]));
 }
+
+fn i64s(v: &[i64]) -> Tensor {
+    Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap())
+}
+
+/// BERT's position ids: a `[1, P]` buffer sliced to the input's length, `Shape(ids)[1]`. Its rows
+/// are min(seq, P) (a symbol of its own), and adding them to a `[batch, seq, H]` tensor gives
+/// seq rows: the two are equal or one is 1 wherever the Add runs.
+#[test]
+fn position_ids_cut_to_the_input_length_broadcast_as_its_length() {
+    let build = |start: i64, table_dim: Dim| {
+        let mut b = GraphBuilder::new("g", 17);
+        let ids = b.input("ids", DType::I64, vec![sym("batch"), sym("seq")]);
+        let x = b.input(
+            "X",
+            DType::F32,
+            vec![sym("batch"), sym("seq"), Dim::Known(4)],
+        );
+        let table = b.input("T", DType::I64, vec![Dim::Known(1), table_dim]);
+        let pos = b.input("E", DType::F32, vec![Dim::Known(128), Dim::Known(4)]);
+        let shape = b.op("Shape", &[ids], vec![]);
+        let one = b.initializer("one", &i64s(&[1]));
+        let len = b.op("Gather", &[shape, one], vec![attr::int("axis", 0)]);
+        let starts = b.initializer("starts", &i64s(&[start]));
+        let axes = b.initializer("axes", &i64s(&[1]));
+        let cut = b.op("Slice", &[table, starts, len, axes], vec![]);
+        let emb = b.op("Gather", &[pos, cut], vec![]);
+        let sum = b.op("Add", &[x, emb], vec![]);
+        b.output(sum, "Y");
+        (b.build(), cut, sum)
+    };
+    let (m, cut, sum) = build(0, Dim::Known(128));
+    assert_eq!(
+        shape(&m, cut),
+        Some(vec![Dim::Known(1), Dim::min_of("seq", 128)])
+    );
+    assert_eq!(Dim::min_of("seq", 128).as_min(), Some(("seq", 128)));
+    assert_eq!(
+        shape(&m, sum),
+        Some(vec![sym("batch"), sym("seq"), Dim::Known(4)])
+    );
+    // From 1, the rows are min(seq, 128) - 1 clamped at 0: not tracked.
+    let (m, cut, sum) = build(1, Dim::Known(128));
+    assert_eq!(shape(&m, cut), Some(vec![Dim::Known(1), Dim::Unknown]));
+    assert_eq!(
+        shape(&m, sum),
+        Some(vec![sym("batch"), Dim::Unknown, Dim::Known(4)])
+    );
+    // A table of symbolic length: nothing to clamp against.
+    let (m, cut, _) = build(0, sym("P"));
+    assert_eq!(shape(&m, cut), Some(vec![Dim::Known(1), Dim::Unknown]));
+}
+
+/// min(s, d) collapses only against s itself.
+#[test]
+fn a_min_symbol_broadcasts_only_against_its_own_symbol() {
+    use fuselab::ops::infer::broadcast_dims;
+    let m = Dim::min_of("seq", 128);
+    assert_eq!(
+        broadcast_dims(&[sym("seq")], std::slice::from_ref(&m)),
+        Some(vec![sym("seq")])
+    );
+    assert_eq!(
+        broadcast_dims(std::slice::from_ref(&m), &[sym("seq")]),
+        Some(vec![sym("seq")])
+    );
+    assert_eq!(
+        broadcast_dims(&[sym("len")], std::slice::from_ref(&m)),
+        Some(vec![Dim::Unknown])
+    );
+    assert_eq!(
+        broadcast_dims(&[Dim::Known(1)], std::slice::from_ref(&m)),
+        Some(vec![m])
+    );
+}

@@ -75,10 +75,12 @@ fn ort_webgpu_refuses_ops_without_a_webgpu_kernel() {
     for op in ["EmbedLayerNormalization", "FusedGemm", "Attention"] {
         assert!(ops.iter().all(|(o, _)| o != op), "{op} in {ops:?}");
     }
-    assert_eq!(rejected_for_target(&web, "embed_layer_norm"), 1);
     assert_eq!(rejected_for_target(&web, "gemm_activation"), 1);
-    // The norms still fuse: the embedding sum's norm as a plain LayerNormalization.
-    assert_eq!(fused(&web).get("SkipLayerNormalization"), Some(&4));
+    // The embedding sum's norm becomes a SkipLayerNormalization instead (the position rows are
+    // provably the input's length), and the masked attention a MultiHeadAttention.
+    let f = fused(&web);
+    assert_eq!(f.get("SkipLayerNormalization"), Some(&5), "{f:?}");
+    assert_eq!(f.get("MultiHeadAttention"), Some(&2), "{f:?}");
 
     let (_, q) = run(
         "tests/models/zoo/bert_tiny_int8.onnx",

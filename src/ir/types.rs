@@ -25,6 +25,21 @@ impl Dim {
         Dim::Sym(format!("?{value}[{axis}]"))
     }
 
+    /// The size of `[0, s)` sliced from an axis of `d` elements: `min(s, d)`, for a symbol `s`
+    /// (a Slice whose end is the value of symbolic dim `s`, BERT's position ids cut to the
+    /// input's length). `d` ≥ 1.
+    pub fn min_of(s: &str, d: i64) -> Dim {
+        Dim::Sym(format!("min({s}, {d})"))
+    }
+
+    /// `(s, d)` for a symbol made by `min_of`.
+    pub fn as_min(&self) -> Option<(&str, i64)> {
+        let Dim::Sym(name) = self else { return None };
+        let inner = name.strip_prefix("min(")?.strip_suffix(')')?;
+        let (s, d) = inner.rsplit_once(", ")?;
+        Some((s, d.parse().ok()?))
+    }
+
     /// True for a symbol made by `undecided`.
     pub fn is_undecided(&self) -> bool {
         matches!(self, Dim::Sym(s) if s.starts_with('?'))

@@ -350,6 +350,11 @@ pub fn broadcast_dims(a: &[Dim], b: &[Dim]) -> Option<Vec<Dim>> {
         out.push(match (da, db) {
             (Dim::Known(1), d) | (d, Dim::Known(1)) => d.clone(),
             (x, y) if x == y => x.clone(),
+            // s against min(s, d) (d ≥ 1): equal, or one is 1 and then so is min(s, d), or d is
+            // 1 and s broadcasts over it; s in every case where the op runs.
+            (Dim::Sym(s), m) | (m, Dim::Sym(s)) if m.as_min().is_some_and(|(t, _)| t == s) => {
+                Dim::Sym(s.clone())
+            }
             (Dim::Known(x), Dim::Known(y)) if x != y => return None,
             (Dim::Known(x), _) | (_, Dim::Known(x)) => Dim::Known(*x),
             _ => Dim::Unknown,

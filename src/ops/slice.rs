@@ -22,6 +22,7 @@ use super::common::{
 };
 use super::infer::norm_axis as infer_axis;
 use super::lowering::{norm_axis as lower_axis, run, static_ints, NodeCtx, R};
+use super::shape_value::int_elements;
 use super::wgsl::{self, numel, strides, Access, Ty};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::{Dim, TensorType};
@@ -127,13 +128,35 @@ impl Slice {
         let Some(axes) = axes else {
             return Some(vec![Dim::Unknown; rank]);
         };
-        let (Some(starts), Some(ends)) = (starts, ends) else {
+        let (Some(starts), Some(ends)) = (starts.clone(), ends) else {
             let Some(axes) = axes else {
                 return Some(vec![Dim::Unknown; rank]);
             };
+            // Ends that are symbolic dims' values (`Shape(x)[1]`), from 0 in steps of 1, over
+            // axes of known size d: min(end, d) each.
+            let ends = match (&self.args, &starts) {
+                (SliceArgs::Inputs, Some(st)) if st.len() == axes.len() => cx
+                    .node
+                    .input(2)
+                    .and_then(|e| int_elements(cx.graph, e))
+                    .filter(|e| e.len() == axes.len()),
+                _ => None,
+            };
+            let steps_one = steps.as_ref().is_none_or(|v| v.iter().all(|&x| x == 1));
             let mut out = s.to_vec();
-            for a in axes {
-                out[infer_axis(a, rank)?] = Dim::Unknown;
+            for (i, a) in axes.iter().enumerate() {
+                let ax = infer_axis(*a, rank)?;
+                out[ax] = match (&ends, &s[ax]) {
+                    (Some(e), &Dim::Known(d))
+                        if steps_one && d >= 1 && starts.as_ref().is_some_and(|st| st[i] == 0) =>
+                    {
+                        match &e[i] {
+                            Dim::Sym(name) if !name.starts_with('?') => Dim::min_of(name, d),
+                            _ => Dim::Unknown,
+                        }
+                    }
+                    _ => Dim::Unknown,
+                };
             }
             return Some(out);
         };

@@ -1,5 +1,5 @@
 """Issue 15's encoders and the float16 GPT-2 with onnxruntime as the client: what fuses on our ViT,
-Whisper-encoder and fp16 GPT-2 exports (exact counts), that onnxruntime (CPU) runs each optimized
+Whisper-encoder, DistilBERT, int8 BERT and fp16 GPT-2 exports (exact counts), that onnxruntime (CPU) runs each optimized
 model within the model's bound of the original at several batch sizes (text: left and right
 padding), and that fuselab fuses at least what onnxruntime's transformers optimizer does (opt_level 0;
 opt_level 1 needs torch) with at most as many nodes.
@@ -32,6 +32,14 @@ CASES = {
     # fully masked rows round to a uniform row that a float32 kernel does not reproduce).
     "gpt2_tiny_fp16": ({"FastGelu": 2, "SkipLayerNormalization": 5, "Attention": 0, "MultiHeadAttention": 0},
                        "gpt2", 2e-3),
+    # The position ids are a Slice of a [1, 128] buffer to the input's length: their rows are
+    # min(seq, 128), which is seq wherever the embedding Add runs, so the embedding norm is a
+    # SkipLayerNormalization and the padding mask is provably [batch, seq] against the scores.
+    "distilbert_tiny": ({"Attention": 2, "SkipLayerNormalization": 5, "BiasGelu": 2}, "bert", 1e-4),
+    # int8: the projections are DynamicQuantizeMatMul, so the attention is a MultiHeadAttention on
+    # their outputs (Attention takes float weights).
+    "bert_tiny_int8": ({"MultiHeadAttention": 2, "SkipLayerNormalization": 5, "DynamicQuantizeMatMul": 13,
+                        "Gelu": 2}, "bert", 1e-2),
 }
 
 
@@ -45,6 +53,8 @@ def feeds_for(session: ort.InferenceSession, batch: int, seq: int, rng: np.rando
                 m[0, :2] = 0  # left padding
                 m[1, -2:] = 0  # right padding
             feeds[i.name] = m
+        elif i.name == "token_type_ids":
+            feeds[i.name] = np.zeros(shape, np.int64)
         elif "int" in i.type:
             feeds[i.name] = rng.integers(0, 100, shape).astype(np.int64)
         else:
