@@ -63,7 +63,7 @@ if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
   log "installing python3-venv"
   apt-get update -qq && apt-get install -y -qq python3-venv
 fi
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import onnx, onnxruntime, numpy, pytest, sympy' 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import onnx, onnxruntime, numpy, pytest, sympy, onnxscript' 2>/dev/null; then
   log "creating .venv with scripts/requirements.txt"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt

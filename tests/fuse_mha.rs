@@ -27,6 +27,8 @@ struct Spec {
     ctx_perm: [i64; 4],
     /// The scores also leave the block (a second reader).
     scores_out: bool,
+    /// The target of the Reshape that merges the heads.
+    out_shape: &'static [i64],
 }
 
 const LLAMA: Spec = Spec {
@@ -34,6 +36,7 @@ const LLAMA: Spec = Spec {
     mask: true,
     ctx_perm: [0, 2, 1, 3],
     scores_out: false,
+    out_shape: &[0, 0, HEADS * D],
 };
 
 fn ints(b: &mut GraphBuilder, name: &str, v: &[i64]) -> ValueId {
@@ -140,7 +143,7 @@ fn block(spec: Spec) -> Model {
         &[ctx],
         vec![attr::ints("perm", &spec.ctx_perm)],
     );
-    let out_shape = ints(&mut b, "out_shape", &[0, 0, HEADS * D]);
+    let out_shape = ints(&mut b, "out_shape", spec.out_shape);
     let y = b.op("Reshape", &[ct, out_shape], vec![]);
     b.output(y, "y");
     b.build()
@@ -192,6 +195,39 @@ fn attention_without_a_mask_has_no_bias_input() {
         .expect("fused");
     assert_eq!(opt.graph.node(id).inputs.len(), 3);
     assert_parity_within(&m, &opt, 1e-5);
+}
+
+/// torch dynamo's GPT-2 merges the heads straight into [B*S, H] rows: the fused op's [B, S, H]
+/// output feeds that Reshape, which stays.
+#[test]
+fn heads_merged_into_rows_keep_their_reshape() {
+    let m = block(Spec {
+        out_shape: &[-1, HEADS * D],
+        ..LLAMA
+    });
+    let (opt, _) = fuse(&m, RULES);
+    let got = ops(&opt);
+    let count = |op: &str| got.iter().find(|(o, _)| o == op).map_or(0, |p| p.1);
+    assert_eq!(count("MultiHeadAttention"), 1, "{got:?}");
+    assert_eq!(count("Softmax"), 0, "{got:?}");
+    let y = opt.graph.outputs[0];
+    let reshape = opt.graph.node(opt.graph.producer(y).unwrap());
+    assert_eq!(reshape.op_type, "Reshape");
+    let from = opt.graph.producer(reshape.input(0).unwrap()).unwrap();
+    assert_eq!(opt.graph.node(from).op_type, "MultiHeadAttention");
+    assert_parity_within(&m, &opt, 1e-5);
+    // A 4-element target may read dim 2 or 3 of its input, which the op's output does not have.
+    let m = block(Spec {
+        out_shape: &[0, 0, HEADS, D],
+        ..LLAMA
+    });
+    let (opt, trace) = fuse(&m, RULES);
+    assert!(ops(&opt).iter().all(|(op, _)| op != "MultiHeadAttention"));
+    assert!(
+        (trace.rejected.iter()).any(|r| r.reason.contains("are not the query projection's shape")),
+        "{:?}",
+        trace.rejected
+    );
 }
 
 #[test]

@@ -185,9 +185,16 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     let y = out_n.output(0).ok_or("Reshape has no output")?;
     let merged = matches!((dims(model, q.q2).as_deref(), dims(model, y).as_deref()),
         (Some(q), Some(o)) if q == o);
-    if !merged {
+    // The heads merged straight to 2-D rows ([B*S, H], torch dynamo's GPT-2): the op's
+    // [B, S, H] output holds the same elements in the same order as the transposed context, and
+    // a 2-element target reads at most dims 0 and 1 of its input (B and S in both), so the
+    // Reshape stays, reading the op's output.
+    let to_rows = !merged
+        && dims(model, q.q2).is_some_and(|d| d.len() == 3)
+        && (out_n.input(1)).is_some_and(|t| g.value(t).ty.shape == Some(vec![Dim::Known(2)]));
+    if !merged && !to_rows {
         return Err(format!(
-            "the merged heads {} are not the query projection's shape {}",
+            "the merged heads {} are not the query projection's shape {} (nor 2-D rows)",
             g.value(y).ty,
             g.value(q.q2).ty
         ));
@@ -198,6 +205,20 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         remove,
         opsets: vec![(MS_DOMAIN.to_string(), 1)],
         ..Default::default()
+    };
+    let out: ValueRef = if to_rows {
+        let ty = TensorType {
+            dtype: Some(dt),
+            shape: dims(model, q.q2),
+        };
+        let heads_out = patch.new_value(&g.fresh_name(&format!("{}_heads", g.name(y))), ty);
+        let mut rows: NewNode = out_n.clone().into();
+        rows.name = fresh_node_name(g, &out_n.label(out_id));
+        rows.inputs[0] = Some(heads_out);
+        patch.add.push(rows);
+        heads_out
+    } else {
+        y.into()
     };
     let q3: ValueRef = match q.rope {
         None => q.q2.into(),
@@ -252,7 +273,7 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
             mha.set_attr(attr::float("mask_filter_value", proved.filter as f32));
         }
     }
-    mha.outputs = vec![Some(y.into())];
+    mha.outputs = vec![Some(out)];
     mha.set_attr(attr::int("num_heads", heads));
     mha.set_attr(attr::float("scale", scale as f32));
     patch.add.push(mha);
