@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use crate::ir::Model;
 use crate::limits::Limits;
 use crate::passes::target::{for_target, Target};
-use crate::passes::{rules, Engine, Rule, ALL_RULES, BACKEND_LOWERING_RULES};
+use crate::passes::{rules, Engine, Rule, ALL_RULES};
 use crate::report::{self, OptimizeReport};
 use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
 use crate::runtime::parity::{compare, model_tolerance};
@@ -39,20 +39,17 @@ impl Backend {
 
 /// The graph `backend` runs in place of `optimized`, a model the default rules optimized. The
 /// WebGPU backend also gets its lowering (`passes::BACKEND_LOWERING_RULES`: elementwise chains
-/// as one generated kernel, ops that onnxruntime cannot run, so never in a saved model); the
+/// as one generated kernel, ops that onnxruntime cannot run, so in a saved model only for
+/// `--target fuselab`); the
 /// reference backend runs the model as it is. The CLI's `bench` and the wasm `GpuBench` (the
 /// page's WebGPU benchmark) both take the optimized graph from here, so they time the same one.
 pub fn for_backend(optimized: &Model, backend: Backend) -> Result<Model> {
     let mut m = optimized.clone();
     if backend == Backend::Webgpu {
-        // With the default rules, so that the lowering's leftovers get the same cleanup as in
-        // one run of all of them (a model at their fixed point sweeps them once, unchanged).
-        let names: Vec<&str> = ALL_RULES
-            .iter()
-            .chain(BACKEND_LOWERING_RULES.iter())
-            .copied()
-            .collect();
-        Engine::new(rules(&names)?).run(&mut m)?;
+        // The `fuselab` target's rules (the defaults and the lowering), so that the lowering's
+        // leftovers get the same cleanup as in one run of all of them (a model at the default
+        // rules' fixed point sweeps them once, unchanged).
+        Engine::new(rules(&Target::Fuselab.default_rules())?).run(&mut m)?;
     }
     Ok(m)
 }
@@ -112,9 +109,10 @@ pub fn optimize(
     } else {
         opts.rules.iter().map(|s| s.as_str()).collect()
     };
+    let rules = rules(&names)?;
     let rules = match opts.target {
-        Some(t) => for_target(rules(&names)?, t),
-        None => rules(&names)?,
+        Some(t) => for_target(rules, t),
+        None => rules,
     };
     optimize_with(original, rules, opts, clock)
 }

@@ -40,6 +40,12 @@ impl Dim {
         Some((s, d.parse().ok()?))
     }
 
+    /// True when this dim is `min(s, d)` for the symbol `s` that `other` names: wherever the
+    /// two meet in a broadcast that runs, they are equal (or both 1), so the result is `other`.
+    pub fn is_min_of(&self, other: &Dim) -> bool {
+        matches!((self.as_min(), other), (Some((s, _)), Dim::Sym(o)) if s == o)
+    }
+
     /// True for a symbol made by `undecided`.
     pub fn is_undecided(&self) -> bool {
         matches!(self, Dim::Sym(s) if s.starts_with('?'))

@@ -352,9 +352,7 @@ pub fn broadcast_dims(a: &[Dim], b: &[Dim]) -> Option<Vec<Dim>> {
             (x, y) if x == y => x.clone(),
             // s against min(s, d) (d ≥ 1): equal, or one is 1 and then so is min(s, d), or d is
             // 1 and s broadcasts over it; s in every case where the op runs.
-            (Dim::Sym(s), m) | (m, Dim::Sym(s)) if m.as_min().is_some_and(|(t, _)| t == s) => {
-                Dim::Sym(s.clone())
-            }
+            (s, m) | (m, s) if m.is_min_of(s) => s.clone(),
             (Dim::Known(x), Dim::Known(y)) if x != y => return None,
             (Dim::Known(x), _) | (_, Dim::Known(x)) => Dim::Known(*x),
             _ => Dim::Unknown,

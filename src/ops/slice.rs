@@ -128,7 +128,7 @@ impl Slice {
         let Some(axes) = axes else {
             return Some(vec![Dim::Unknown; rank]);
         };
-        let (Some(starts), Some(ends)) = (starts.clone(), ends) else {
+        let (Some(starts), Some(ends)) = (&starts, &ends) else {
             let Some(axes) = axes else {
                 return Some(vec![Dim::Unknown; rank]);
             };
@@ -151,7 +151,7 @@ impl Slice {
                         if steps_one && d >= 1 && starts.as_ref().is_some_and(|st| st[i] == 0) =>
                     {
                         match &e[i] {
-                            Dim::Sym(name) if !name.starts_with('?') => Dim::min_of(name, d),
+                            Dim::Sym(name) if !e[i].is_undecided() => Dim::min_of(name, d),
                             _ => Dim::Unknown,
                         }
                     }

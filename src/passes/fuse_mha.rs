@@ -183,14 +183,18 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     let ct = ct_n.output(0).ok_or("Transpose has no output")?;
     let (out_id, out_n) = sole_consumer_op(g, ct, "Reshape", "transposed context")?;
     let y = out_n.output(0).ok_or("Reshape has no output")?;
-    let merged = matches!((dims(model, q.q2).as_deref(), dims(model, y).as_deref()),
+    let q_ty = TensorType {
+        dtype: Some(dt),
+        shape: dims(model, q.q2),
+    };
+    let merged = matches!((q_ty.shape.as_deref(), dims(model, y).as_deref()),
         (Some(q), Some(o)) if q == o);
     // The heads merged straight to 2-D rows ([B*S, H], torch dynamo's GPT-2): the op's
     // [B, S, H] output holds the same elements in the same order as the transposed context, and
     // a 2-element target reads at most dims 0 and 1 of its input (B and S in both), so the
     // Reshape stays, reading the op's output.
     let to_rows = !merged
-        && dims(model, q.q2).is_some_and(|d| d.len() == 3)
+        && q_ty.rank() == Some(3)
         && (out_n.input(1)).is_some_and(|t| g.value(t).ty.shape == Some(vec![Dim::Known(2)]));
     if !merged && !to_rows {
         return Err(format!(
@@ -207,11 +211,8 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         ..Default::default()
     };
     let out: ValueRef = if to_rows {
-        let ty = TensorType {
-            dtype: Some(dt),
-            shape: dims(model, q.q2),
-        };
-        let heads_out = patch.new_value(&g.fresh_name(&format!("{}_heads", g.name(y))), ty);
+        let name = g.fresh_name(&format!("{}_heads", g.name(y)));
+        let heads_out = patch.new_value(&name, q_ty.clone());
         let mut rows: NewNode = out_n.clone().into();
         rows.name = fresh_node_name(g, &out_n.label(out_id));
         rows.inputs[0] = Some(heads_out);
@@ -224,11 +225,8 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         None => q.q2.into(),
         Some((rot_id, rot_dim)) => {
             let rot = g.node(rot_id);
-            let ty = TensorType {
-                dtype: Some(dt),
-                shape: dims(model, q.q2),
-            };
-            let q3 = patch.new_value(&g.fresh_name(&format!("{}_rotary", g.name(q.q2))), ty);
+            let name = g.fresh_name(&format!("{}_rotary", g.name(q.q2)));
+            let q3 = patch.new_value(&name, q_ty.clone());
             let mut rope: NewNode = rot.clone().into();
             rope.name = fresh_node_name(g, &format!("{}_3d", rot.label(rot_id)));
             rope.inputs[0] = Some(q.q2.into());

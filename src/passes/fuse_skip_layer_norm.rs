@@ -167,9 +167,7 @@ fn skip_fits(g: &crate::ir::Graph, input: ValueId, skip: ValueId) -> bool {
         // A skip of min(S, P) rows (position embeddings cut to the input's length) is S rows
         // wherever the residual Add runs (it fails to broadcast otherwise).
         (Some([_, s, h]), Some([Dim::Known(1), s2, h2]) | Some([s2, h2])) => {
-            let rows = s.provably_eq(s2)
-                || matches!((s, s2.as_min()), (Dim::Sym(a), Some((b, _))) if a == b);
-            rows && h.provably_eq(h2)
+            (s.provably_eq(s2) || s2.is_min_of(s)) && h.provably_eq(h2)
         }
         _ => false,
     }
