@@ -8,8 +8,8 @@ Run from the repository root after `cargo build --release --bin fuselab`:
 Prints a markdown table (as in docs/benchmarks.md): nodes before/after for each optimizer, the
 fused op counts (op types in each optimized graph), fuselab's parity, and each optimizer's wall
 time (fuselab: the report's `optimize_ms`, rules only, and the whole CLI call including load,
-parity and save; onnxruntime: `optimize_model(..., opt_level=0)` in this process, which needs no
-torch; its opt_level=1 needs torch, see tests/models/README.md for those counts).
+parity and save; onnxruntime: `optimize_model(..., opt_level=0)` in this process). Every model of
+issue 15, against opt_level 0 and 1 and onnxscript: benches/anchors.py (docs/anchors.md).
 """
 from __future__ import annotations
 

@@ -173,8 +173,10 @@ export function prepare(cli, file, dir, target = "ort-webgpu") {
   return { original, optimized, report: JSON.parse(readFileSync(report, "utf8")) };
 }
 
-/** Largest |a − b| over every output the two runs share (Infinity when shapes differ). */
+/** Largest |a − b| over every output the two runs share (Infinity when shapes differ or there is
+ * no output to compare). */
 export function maxDiff(a, b) {
+  if (Object.keys(a).length === 0) return Infinity;
   let d = 0;
   for (const [k, x] of Object.entries(a)) {
     const y = b[k];

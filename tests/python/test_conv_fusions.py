@@ -1,8 +1,8 @@
 """The `conv_activation` fusion (Conv [+ residual Add] + activation → com.microsoft.FusedConv)
 with onnxruntime as the client: `fuselab optimize` writes the fused model, onnxruntime (CPU) runs
-original and optimized on the same input, and the outputs agree within 1e-5. On the torchvision
-exports the fused count is at least, and the node count at most, what onnxruntime's own session
-optimizer reaches (ORT_ENABLE_EXTENDED, where its FusedConv appears).
+original and optimized on the same input, and the outputs agree within 1e-5 (1e-4 on the
+torchvision exports). How the counts compare with onnxruntime's own session optimizer is
+tests/python/test_anchors.py.
 
 Run from the repository root:
 
@@ -82,17 +82,9 @@ def test_fused_conv_runs_in_onnxruntime(fuselab, tmp_path, case):
     assert d <= 1e-5, name
 
 
-def ort_session_counts(path: Path):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    so.optimized_model_filepath = str(path.with_suffix(".ort.onnx"))
-    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    m = onnx.load(so.optimized_model_filepath)
-    return len(m.graph.node), sum(n.op_type == "FusedConv" for n in m.graph.node)
-
-
 @pytest.mark.parametrize("stem", ["mobilenet_v3_small", "resnet18"])
-def test_cnn_fusions_reach_onnxruntime(fuselab, tmp_path, stem):
+def test_cnn_fusions_run_in_onnxruntime(fuselab, tmp_path, stem):
+    """The counts against onnxruntime's session optimizer are tests/python/test_anchors.py."""
     src = REPO / "tests/data/models/torchvision" / f"{stem}.onnx"
     if not src.exists():
         pytest.fail(f"{src} is missing: run scripts/setup.sh (scripts/fetch_models.py)")
@@ -100,11 +92,7 @@ def test_cnn_fusions_reach_onnxruntime(fuselab, tmp_path, stem):
     local.write_bytes(src.read_bytes())
     out = tmp_path / f"{stem}.fused.onnx"
     fuselab.ok("optimize", local, "-o", out, "--dim", "batch=1")
-    m = onnx.load(str(out))
-    ours = (len(m.graph.node), sum(n.op_type == "FusedConv" for n in m.graph.node))
-    theirs = ort_session_counts(local)
-    print(f"{stem}: fuselab {ours[0]} nodes, {ours[1]} FusedConv; onnxruntime {theirs[0]} nodes, {theirs[1]} FusedConv")
-    assert ours[1] >= theirs[1] and ours[0] <= theirs[0], (ours, theirs)
+    assert sum(n.op_type == "FusedConv" for n in onnx.load(str(out)).graph.node) > 0
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
     name = ort.InferenceSession(str(local), providers=["CPUExecutionProvider"]).get_inputs()[0].name
     d = float(np.abs(run(local, {name: x})[0] - run(out, {name: x})[0]).max())
