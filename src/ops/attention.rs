@@ -27,7 +27,7 @@
 //! as onnxruntime's kernel does whatever `mask_filter_value` is. Anything unsupported is an
 //! error naming it. WebGPU: the projection (+ bias) into scratch, then one attention dispatch.
 
-use ndarray::{Array2, ArrayD, ArrayView2, IxDyn};
+use ndarray::{ArrayD, ArrayView2, IxDyn};
 
 use super::common::{check_out, input, opt_input, unsupported_type};
 use super::lowering::{NodeCtx, R};
@@ -269,12 +269,14 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let x2 = x2.as_standard_layout();
     let w2 = w2.as_standard_layout();
     let mut qkv = sgemm(x2.view(), w2.view());
+    let qkv = qkv.as_slice_mut().ok_or("qkv is contiguous")?;
     if let Some(bias) = bias {
-        for mut row in qkv.rows_mut() {
+        let bias = super::transformer::row_major(OP, bias)?;
+        for row in qkv.chunks_exact_mut(3 * h) {
             row.iter_mut().zip(bias.iter()).for_each(|(o, &v)| *o += v);
         }
     }
-    let qkv = qkv.as_slice().ok_or("qkv is contiguous")?;
+    let qkv = &*qkv;
 
     check_out(ctx, OP, &[s, s], 32)?;
     let mut out = vec![0.0f32; rows * h];
@@ -285,31 +287,30 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         Some(m) => m.iter().map(|&v| v <= 0).collect(),
         None => vec![false; rows],
     };
-    let mut q = Array2::<f32>::zeros((s, d));
-    let mut kt = Array2::<f32>::zeros((d, s));
-    let mut v = Array2::<f32>::zeros((s, d));
+    // Plain slices, not ndarray's element iterators: at ViT's sizes (S 17, D 16) the per-element
+    // iterator calls cost more than the two products.
+    let (mut q, mut kt, mut v) = (
+        vec![0.0f32; s * d],
+        vec![0.0f32; d * s],
+        vec![0.0f32; s * d],
+    );
     for bi in 0..b {
         let row = |t: usize| &qkv[(bi * s + t) * 3 * h..(bi * s + t + 1) * 3 * h];
         for head in 0..heads {
             let (qo, ko, vo) = (head * d, h + head * d, 2 * h + head * d);
             for t in 0..s {
                 let r = row(t);
-                q.row_mut(t)
-                    .iter_mut()
-                    .zip(&r[qo..qo + d])
-                    .for_each(|(o, &x)| *o = x);
-                v.row_mut(t)
-                    .iter_mut()
-                    .zip(&r[vo..vo + d])
-                    .for_each(|(o, &x)| *o = x);
-                kt.column_mut(t)
-                    .iter_mut()
-                    .zip(&r[ko..ko + d])
-                    .for_each(|(o, &x)| *o = x);
+                q[t * d..(t + 1) * d].copy_from_slice(&r[qo..qo + d]);
+                v[t * d..(t + 1) * d].copy_from_slice(&r[vo..vo + d]);
+                for (j, &x) in r[ko..ko + d].iter().enumerate() {
+                    kt[j * s + t] = x;
+                }
             }
-            let mut scores = sgemm(q.view(), kt.view());
-            for (qi, mut srow) in scores.rows_mut().into_iter().enumerate() {
-                let srow = srow.as_slice_mut().ok_or("scores are row-major")?;
+            let qv = ArrayView2::from_shape((s, d), &q[..]).map_err(|e| format!("{OP}: {e}"))?;
+            let kv = ArrayView2::from_shape((d, s), &kt[..]).map_err(|e| format!("{OP}: {e}"))?;
+            let mut scores = sgemm(qv, kv);
+            let scores = scores.as_slice_mut().ok_or("scores are row-major")?;
+            for (qi, srow) in scores.chunks_exact_mut(s).enumerate() {
                 // A padded key gets the filter value added; a later key (causal) gets the lowest
                 // float added, padded or not (onnxruntime's CPU kernel: one additive mask value
                 // per score, the causal one overriding).
@@ -327,10 +328,13 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
                 }
                 softmax_row(srow);
             }
-            let ctx_h = sgemm(scores.view(), v.view());
-            for (qi, crow) in ctx_h.rows().into_iter().enumerate() {
-                let o = &mut out[(bi * s + qi) * h + qo..(bi * s + qi) * h + qo + d];
-                o.iter_mut().zip(crow.iter()).for_each(|(o, &x)| *o = x);
+            let pv =
+                ArrayView2::from_shape((s, s), &scores[..]).map_err(|e| format!("{OP}: {e}"))?;
+            let vv = ArrayView2::from_shape((s, d), &v[..]).map_err(|e| format!("{OP}: {e}"))?;
+            let ctx_h = sgemm(pv, vv);
+            let ctx_h = ctx_h.as_slice().ok_or("context is row-major")?;
+            for (qi, crow) in ctx_h.chunks_exact(d).enumerate() {
+                out[(bi * s + qi) * h + qo..(bi * s + qi) * h + qo + d].copy_from_slice(crow);
             }
         }
     }

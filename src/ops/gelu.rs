@@ -106,6 +106,14 @@ fn gelu_tanh_f32(x: f32) -> f32 {
     0.5 * x * fastmath::one_plus_tanh(c * (x + k * x * x * x))
 }
 
+/// `gelu_erf_f32` as an always-inlined closure: a function item passed as `impl Fn` is called
+/// through a shim that LLVM may leave out of line, and then the loop does not vectorize.
+#[allow(clippy::redundant_closure)]
+fn erf_form() -> impl Fn(f32) -> f32 + Copy {
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
+    |x| gelu_erf_f32(x)
+}
+
 /// `f(x + bias)` over `x`, `bias` (when given) 1-D along the last dim; one pass. Generic in `f`
 /// so that it inlines into the loop.
 fn biased_map<T: Real, F: Fn(T) -> T>(
@@ -118,26 +126,41 @@ fn biased_map<T: Real, F: Fn(T) -> T>(
     let shape = x.shape();
     check_out(ctx, op, shape, T::DTYPE.bits().unwrap_or(64))?;
     let xs = row_major(op, x)?;
-    let y: Vec<T> = match bias {
-        None => xs.iter().map(|&v| f(v)).collect(),
+    let b = match bias {
+        None => None,
         Some(b) => {
             let Some(&h) = shape.last() else {
                 return Err(format!(
                     "{op}: a bias needs an input of rank 1 or more, got a scalar"
                 ));
             };
-            let b = vector_param(op, "bias", b, h)?;
-            let mut y = vec![T::ZERO; xs.len()];
-            if h > 0 {
-                for (yr, xr) in y.chunks_exact_mut(h).zip(xs.chunks_exact(h)) {
+            Some(vector_param(op, "bias", b, h)?)
+        }
+    };
+    let mut y = vec![T::ZERO; xs.len()];
+    // The widest vectors the CPU has (`simd`): the erf and tanh forms are branch-free arithmetic.
+    // One closure per case, each a plain loop, so that each compiles into the tier's function.
+    match &b {
+        None => super::simd::widest(
+            #[cfg_attr(target_arch = "x86_64", inline(always))]
+            || {
+                for (o, &v) in y.iter_mut().zip(xs.iter()) {
+                    *o = f(v);
+                }
+            },
+        ),
+        Some(b) if !b.is_empty() => super::simd::widest(
+            #[cfg_attr(target_arch = "x86_64", inline(always))]
+            || {
+                for (yr, xr) in y.chunks_exact_mut(b.len()).zip(xs.chunks_exact(b.len())) {
                     for ((o, &v), &c) in yr.iter_mut().zip(xr).zip(b.iter()) {
                         *o = f(v + c);
                     }
                 }
-            }
-            y
-        }
-    };
+            },
+        ),
+        Some(_) => {}
+    }
     shaped(op, shape, y)
 }
 
@@ -171,22 +194,24 @@ pub fn gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     if inputs.iter().skip(1).any(|i| i.is_some()) {
         return Err("Gelu: takes one input".to_string());
     }
-    activation(ctx, inputs, "Gelu", false, gelu_erf_f32, gelu_erf::<f64>)
+    activation(ctx, inputs, "Gelu", false, erf_form(), gelu_erf::<f64>)
 }
 
 /// com.microsoft FastGelu(X, bias?): the tanh form of `X + bias`, bias 1-D along the last dim.
+#[allow(clippy::redundant_closure)] // see `erf_form`
 pub fn fast_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     activation(
         ctx,
         inputs,
         "FastGelu",
         false,
-        gelu_tanh_f32,
+        #[cfg_attr(target_arch = "x86_64", inline(always))]
+        |x| gelu_tanh_f32(x),
         gelu_tanh::<f64>,
     )
 }
 
 /// com.microsoft BiasGelu(A, B): the erf form of `A + B`, B 1-D along the last dim.
 pub fn bias_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    activation(ctx, inputs, "BiasGelu", true, gelu_erf_f32, gelu_erf::<f64>)
+    activation(ctx, inputs, "BiasGelu", true, erf_form(), gelu_erf::<f64>)
 }

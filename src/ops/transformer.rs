@@ -305,7 +305,11 @@ pub(super) fn row_major<'a, T: Real>(op: &str, a: &'a ArrayD<T>) -> Result<Cow<'
     match a.as_slice() {
         Some(s) => Ok(Cow::Borrowed(s)),
         None => {
-            let v: Vec<T> = a.iter().copied().collect();
+            // `assign` into a row-major array walks whole inner rows; `iter().collect()` pays a
+            // multi-dimensional `next()` per element (a transposed or broadcast input).
+            let mut out = ArrayD::<T>::from_elem(a.raw_dim(), T::ZERO);
+            out.assign(a);
+            let (v, _) = out.into_raw_vec_and_offset();
             if v.len() == a.len() {
                 Ok(Cow::Owned(v))
             } else {
