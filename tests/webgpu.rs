@@ -7,6 +7,8 @@
 //! Mesa's lavapipe (`mesa-vulkan-drivers`), a CPU Vulkan. `cargo test --test webgpu [FILTER]`.
 
 mod common;
+#[path = "webgpu/conv.rs"]
+mod conv;
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -1423,6 +1425,19 @@ fn int8_bert_matches_the_reference(gpu: &Gpu) {
 }
 
 const CASES: &[Case] = &[
+    ("conv_is_one_dispatch", conv::conv_is_one_dispatch),
+    (
+        "fused_conv_is_one_dispatch",
+        conv::fused_conv_is_one_dispatch,
+    ),
+    (
+        "unsupported_conv_is_an_error",
+        conv::unsupported_conv_is_an_error,
+    ),
+    (
+        "pools_are_one_dispatch_each",
+        conv::pools_are_one_dispatch_each,
+    ),
     (
         "float16_gpt2_matches_the_reference",
         float16_gpt2_matches_the_reference,
