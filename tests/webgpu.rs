@@ -9,6 +9,8 @@
 mod common;
 #[path = "webgpu/conv.rs"]
 mod conv;
+#[path = "webgpu/quant_index.rs"]
+mod quant_index;
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -1437,6 +1439,10 @@ const CASES: &[Case] = &[
     (
         "pools_are_one_dispatch_each",
         conv::pools_are_one_dispatch_each,
+    ),
+    (
+        "gather_nd_is_one_dispatch",
+        quant_index::gather_nd_is_one_dispatch,
     ),
     (
         "float16_gpt2_matches_the_reference",

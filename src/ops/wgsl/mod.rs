@@ -12,12 +12,14 @@ use std::fmt::Write;
 use crate::tensor::DType;
 
 mod conv;
+mod gather_nd;
 mod matmul;
 mod quant;
 mod transformer;
 
 pub(in crate::ops) use conv::max_pool;
 pub use conv::{conv, Conv};
+pub use gather_nd::gather_nd;
 pub use matmul::{matmul, matmul_nbits, MatMul, NBits, SMALL_M};
 pub use quant::{dynamic_quantize_matmul, Dqmm, EXACT_DIV};
 pub use transformer::{
