@@ -9,6 +9,8 @@
 mod common;
 #[path = "webgpu/conv.rs"]
 mod conv;
+#[path = "webgpu/models.rs"]
+mod models;
 #[path = "webgpu/quant_index.rs"]
 mod quant_index;
 
@@ -1445,6 +1447,14 @@ const CASES: &[Case] = &[
     (
         "matmul_integer_is_exact",
         quant_index::matmul_integer_is_exact,
+    ),
+    (
+        "conv_and_gather_nd_models_match_the_reference",
+        models::conv_and_gather_nd_models_match_the_reference,
+    ),
+    (
+        "torchvision_cnns_match_the_reference",
+        models::torchvision_cnns_match_the_reference,
     ),
     (
         "float16_gpt2_matches_the_reference",
