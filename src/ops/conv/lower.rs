@@ -65,7 +65,7 @@ impl ConvAct {
             ConvAct::Sigmoid => crate::ops::lowering::SIGMOID.into(),
             ConvAct::Param(a) => a
                 .wgsl()?
-                .ok_or_else(|| format!("FusedConv activation {a:?} has no webgpu form"))?,
+                .ok_or("FusedConv: the activation has no webgpu form")?,
         })
     }
 }
