@@ -7,6 +7,12 @@
 //! Mesa's lavapipe (`mesa-vulkan-drivers`), a CPU Vulkan. `cargo test --test webgpu [FILTER]`.
 
 mod common;
+#[path = "webgpu/conv.rs"]
+mod conv;
+#[path = "webgpu/models.rs"]
+mod models;
+#[path = "webgpu/quant_index.rs"]
+mod quant_index;
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -1381,9 +1387,9 @@ fn dynamic_quantize_matmul_is_one_dispatch(gpu: &Gpu) {
     }
 }
 
-/// The int8 BERT after the default rules (DynamicQuantizeMatMul ×13, its uint8 embeddings
-/// gathered and dequantized) runs whole on WebGPU and matches the reference; the unfused graph's
-/// DynamicQuantizeLinear, and uint8 arithmetic, are refused by name.
+/// The int8 BERT, original (DynamicQuantizeLinear, MatMulInteger) and after the default rules
+/// (DynamicQuantizeMatMul ×13, its uint8 embeddings gathered and dequantized), runs whole on
+/// WebGPU and matches the reference; uint8 arithmetic is refused by name.
 fn int8_bert_matches_the_reference(gpu: &Gpu) {
     let (m, fused) = zoo_pair("bert_tiny_int8");
     let dqmm = fused
@@ -1397,20 +1403,14 @@ fn int8_bert_matches_the_reference(gpu: &Gpu) {
         println!("bert_tiny_int8 fused {b}x{s}: max |diff| {d:e}, {n} dispatches");
         assert!(d <= 1e-4, "{d:e}");
     }
+    // The original graph: DynamicQuantizeLinear and MatMulInteger, each one dispatch, the
+    // quantization bit-exact.
+    for (b, s) in [(2, 8), (1, 13)] {
+        let (d, n) = max_abs_diff(gpu, &m, &zoo_inputs(&m, b, s));
+        println!("bert_tiny_int8 original {b}x{s}: max |diff| {d:e}, {n} dispatches");
+        assert!(d <= 1e-4, "{d:e}");
+    }
     let limits = Limits::default();
-    let e = pollster::block_on(GpuSession::for_inputs(
-        gpu,
-        &m,
-        &zoo_inputs(&m, 2, 8),
-        &limits,
-    ))
-    .err()
-    .expect("DynamicQuantizeLinear has no kernel")
-    .to_string();
-    assert!(
-        e.contains("DynamicQuantizeLinear (ai.onnx) has no webgpu kernel"),
-        "{e}"
-    );
     let mut b = GraphBuilder::new("g", 17);
     let x = b.input("x", DType::U8, dims(&[4]));
     let y = b.op("Add", &[x, x], vec![]);
@@ -1423,6 +1423,39 @@ fn int8_bert_matches_the_reference(gpu: &Gpu) {
 }
 
 const CASES: &[Case] = &[
+    ("conv_is_one_dispatch", conv::conv_is_one_dispatch),
+    (
+        "fused_conv_is_one_dispatch",
+        conv::fused_conv_is_one_dispatch,
+    ),
+    (
+        "unsupported_conv_is_an_error",
+        conv::unsupported_conv_is_an_error,
+    ),
+    (
+        "pools_are_one_dispatch_each",
+        conv::pools_are_one_dispatch_each,
+    ),
+    (
+        "gather_nd_is_one_dispatch",
+        quant_index::gather_nd_is_one_dispatch,
+    ),
+    (
+        "dynamic_quantize_linear_is_bit_exact",
+        quant_index::dynamic_quantize_linear_is_bit_exact,
+    ),
+    (
+        "matmul_integer_is_exact",
+        quant_index::matmul_integer_is_exact,
+    ),
+    (
+        "conv_and_gather_nd_models_match_the_reference",
+        models::conv_and_gather_nd_models_match_the_reference,
+    ),
+    (
+        "torchvision_cnns_match_the_reference",
+        models::torchvision_cnns_match_the_reference,
+    ),
     (
         "float16_gpt2_matches_the_reference",
         float16_gpt2_matches_the_reference,

@@ -179,8 +179,8 @@ impl Act {
         }
     }
 
-    /// The float32 WGSL expression of `v0` (`None`: no WebGPU kernel; Clip has its own).
-    fn wgsl(self) -> R<Option<String>> {
+    /// The float32 WGSL expression of `v0` (`None`: no WebGPU kernel).
+    pub(crate) fn wgsl(self) -> R<Option<String>> {
         let l = lit;
         Ok(Some(match self {
             Act::LeakyRelu { alpha } => format!("select({} * v0, v0, v0 > 0.0)", l(alpha)?),
@@ -207,6 +207,7 @@ impl Act {
                 let (l, b) = (l(lambd)?, l(bias)?);
                 format!("select(select(0.0, v0 - {b}, v0 > {l}), v0 + {b}, v0 < -{l})")
             }
+            Act::Clip { lo, hi } => format!("min(max(v0, {}), {})", l(lo as f32)?, l(hi as f32)?),
             _ => return Ok(None),
         }))
     }

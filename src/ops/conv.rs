@@ -40,7 +40,10 @@ use crate::tensor::{DType, Tensor};
 
 mod depthwise;
 mod fused;
+mod geometry;
+mod lower;
 pub use fused::*;
+use geometry::Geometry;
 
 type P = Result<Box<dyn Op>, String>;
 type R<T> = Result<T, String>;
@@ -139,6 +142,9 @@ impl Op for Conv {
     }
     fn kernel(&self) -> Kernel {
         conv
+    }
+    fn lower(&self, c: &super::NodeCtx) -> R<super::Lowered> {
+        self.lower_with(c, "Conv", "v0")
     }
     fn same_type_inputs(&self) -> bool {
         true
@@ -356,7 +362,7 @@ fn conv_typed<T: Elem + MatElem>(
     inputs: &[Option<&Tensor>],
     spec: &Spec,
 ) -> KernelResult {
-    let (op, window, g) = (spec.op, spec.window, spec.group);
+    let (op, g) = (spec.op, spec.group);
     let transpose = spec.transpose.is_some();
     let xt = input(op, inputs, 0)?;
     let x = same::<T>(op, xt, xt)?;
@@ -365,63 +371,13 @@ fn conv_typed<T: Elem + MatElem>(
         .map(|b| same::<T>(op, xt, b))
         .transpose()?;
     let (xs, ws) = (x.shape(), w.shape());
-    let n = spatial(op, xs)?;
-    if ws.len() != xs.len() {
-        return Err(format!(
-            "{op}: W must have X's rank {} ([{}, {}, kernel...]), got shape {ws:?}",
-            xs.len(),
-            if transpose { "C" } else { "M" },
-            if transpose { "M/group" } else { "C/group" },
-        ));
-    }
-    // Conv: W [M, C/g, k...]; ConvTranspose: W [C, M/g, k...].
-    let c = xs[1];
-    // Products of dims and group saturate: a huge one only fails the checks below.
-    let (w_in, m) = if transpose {
-        (ws[0] / g, ws[1].saturating_mul(g))
-    } else {
-        (ws[1], ws[0])
-    };
-    let w_c = if transpose {
-        ws[0]
-    } else {
-        ws[1].saturating_mul(g)
-    };
-    if w_c != c || (transpose && ws[0] % g != 0) {
-        return Err(format!(
-            "{op}: X has {c} channels but W of shape {ws:?} with group {g} takes {}",
-            if transpose {
-                format!("{} (W.shape[0], a multiple of group)", ws[0])
-            } else {
-                format!("{w_c} (W.shape[1] * group)")
-            }
-        ));
-    }
-    if !transpose && m % g != 0 {
-        return Err(format!(
-            "{op}: W has {m} output channels, not a multiple of group {g}"
-        ));
-    }
-    if let Some(b) = b.filter(|b| b.shape() != [m]) {
-        return Err(format!(
-            "{op}: B must have shape [{m}], got {:?}",
-            b.shape()
-        ));
-    }
-    let kernel = &ws[2..];
-    if let Some(ks) = window.kernel_shape.as_ref() {
-        if ks.iter().zip(kernel).any(|(&a, &b)| a != b as i64) || ks.len() != n {
-            return Err(format!(
-                "{op}: attribute 'kernel_shape' {ks:?} differs from W's kernel dims {kernel:?}"
-            ));
-        }
-    }
-    let axes = match spec.transpose {
-        Some(t) => t.axes(&xs[2..], kernel)?,
-        None => window.axes(op, &xs[2..], kernel)?,
-    };
-    let mut shape = vec![xs[0], m];
-    shape.extend(axes.iter().map(|a| a.out));
+    let Geometry {
+        axes,
+        m,
+        w_in,
+        shape,
+    } = spec.geometry(xs, ws, b.map(|b| b.shape()))?;
+    let (c, kernel) = (xs[1], &ws[2..]);
     let bits = (std::mem::size_of::<T>() * 8) as u64;
     check_out(ctx, op, &shape, bits)?;
     let a = to3(&axes);

@@ -254,8 +254,8 @@ unary_ops! {
     Exp => exp, wgsl: |c| c.ew(1, "exp(v0)");
     Log => log, wgsl: |c| c.ew(1, "log(v0)");
     Erf => erf, wgsl: |c| c.ew(1, "erf_(v0)");
-    Tanh => tanh, wgsl: |c| c.ew(1, "tanh_(v0)");
-    Sigmoid => sigmoid, wgsl: |c| c.ew(1, "1.0 / (1.0 + exp(-v0))");
+    Tanh => tanh, wgsl: |c| c.ew(1, super::lowering::TANH);
+    Sigmoid => sigmoid, wgsl: |c| c.ew(1, super::lowering::SIGMOID);
     Relu => relu, wgsl: |c| c.ew(1, &format!("max(v0, {})", c.ty(0)?.zero()));
     Cos => cos, wgsl: |c| float_ew(c, "cos(v0)");
     Sin => sin, wgsl: |c| float_ew(c, "sin(v0)");

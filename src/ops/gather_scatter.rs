@@ -255,6 +255,16 @@ impl Op for GatherND {
     fn kernel(&self) -> Kernel {
         gather_nd
     }
+    /// One dispatch (`wgsl::gather_nd`), any element type the GPU holds.
+    fn lower(&self, c: &super::NodeCtx) -> Result<super::Lowered, String> {
+        let (data, idx) = (c.input(0)?, &c.input(1)?.shape);
+        let b = usize::try_from(self.batch_dims).unwrap_or(usize::MAX);
+        nd_tuple_len("GatherND", &data.shape, idx, b)?;
+        if c.ty(1)? != super::lowering::Ty::I32 {
+            return Err("GatherND: indices must be int64 or int32".into());
+        }
+        super::lowering::run(super::wgsl::gather_nd(&data.shape, idx, b, c.ty(0)?))
+    }
 }
 
 /// How ScatterElements and ScatterND combine an update with the value it lands on.
@@ -424,15 +434,14 @@ pub fn gather_elements(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelRes
     )?])
 }
 
-/// For GatherND and ScatterND: the data offset of each index tuple (indices' last axis) and the
-/// length of the slice it addresses; `b` leading dims are batch dims shared with the indices.
-fn nd_offsets(
+/// GatherND's and ScatterND's shape checks: data `dims`, indices `ishape` and `b` batch dims;
+/// returns the tuple length k (indices' last dim).
+pub(super) fn nd_tuple_len(
     op: &str,
     dims: &[usize],
-    idx_t: &Tensor,
+    ishape: &[usize],
     b: usize,
-) -> Result<(Vec<usize>, usize), String> {
-    let ishape = idx_t.shape();
+) -> Result<usize, String> {
     let (r, q) = (dims.len(), ishape.len());
     if r == 0 || q == 0 {
         return Err(format!(
@@ -456,6 +465,20 @@ fn nd_offsets(
             r - b
         ));
     }
+    Ok(k)
+}
+
+/// For GatherND and ScatterND: the data offset of each index tuple (indices' last axis) and the
+/// length of the slice it addresses; `b` leading dims are batch dims shared with the indices.
+fn nd_offsets(
+    op: &str,
+    dims: &[usize],
+    idx_t: &Tensor,
+    b: usize,
+) -> Result<(Vec<usize>, usize), String> {
+    let ishape = idx_t.shape();
+    let q = ishape.len();
+    let k = nd_tuple_len(op, dims, ishape, b)?;
     let raw = index_values(op, "indices", idx_t)?;
     let strides = strides_of(dims);
     let run: usize = dims[b + k..].iter().product();

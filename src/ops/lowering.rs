@@ -121,6 +121,12 @@ pub(crate) fn norm_axis(axis: i64, rank: usize) -> R<usize> {
     }
 }
 
+/// The float32 activations FusedGemm, FusedConv and the plain ops share, as WGSL expressions
+/// of `v0`.
+pub(crate) const RELU: &str = "max(v0, 0.0)";
+pub(crate) const TANH: &str = "tanh_(v0)";
+pub(crate) const SIGMOID: &str = "1.0 / (1.0 + exp(-v0))";
+
 pub(crate) const GELU: &str = "0.5 * x * (1.0 + erf_(x * 0.70710678118654752))";
 pub(crate) const FAST_GELU: &str =
     "0.5 * x * (1.0 + tanh_(0.7978845608028654 * (x + 0.044715 * x * x * x)))";

@@ -106,7 +106,7 @@ impl Op for Gemm {
         gemm
     }
     fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
-        lower_gemm(c, self, "v")
+        lower_gemm(c, self, "v0")
     }
     fn same_type_inputs(&self) -> bool {
         true
@@ -154,9 +154,9 @@ impl Op for FusedGemm {
     }
     fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
         let act = match &self.activation {
-            Some(Ok(Activation::Relu)) => "max(v, 0.0)",
-            Some(Ok(Activation::Tanh)) => "tanh_(v)",
-            Some(Ok(Activation::Sigmoid)) => "1.0 / (1.0 + exp(-v))",
+            Some(Ok(Activation::Relu)) => super::lowering::RELU,
+            Some(Ok(Activation::Tanh)) => super::lowering::TANH,
+            Some(Ok(Activation::Sigmoid)) => super::lowering::SIGMOID,
             // As the reference kernel: no activation is not a FusedGemm (it would be a Gemm).
             None => return Err("FusedGemm without an activation".into()),
             Some(Err(other)) => return Err(format!("FusedGemm activation '{other}'")),
@@ -235,7 +235,7 @@ fn lower_matmul(c: &NodeCtx) -> Result<Lowered, String> {
     }))
 }
 
-/// Gemm / FusedGemm: `act(alpha · A'B' + beta · C)`; `act` is a WGSL expression in `v`.
+/// Gemm / FusedGemm: `act(alpha · A'B' + beta · C)`; `act` is a WGSL expression in `v0`.
 fn lower_gemm(c: &NodeCtx, p: &Gemm, act: &str) -> Result<Lowered, String> {
     let (a, b) = (&c.input(0)?.shape, &c.input(1)?.shape);
     if a.len() != 2 || b.len() != 2 {
@@ -268,7 +268,7 @@ fn lower_gemm(c: &NodeCtx, p: &Gemm, act: &str) -> Result<Lowered, String> {
         extra,
         epilogue: format!("act_({v})"),
     }))
-    .map(|l| prepend(l, &format!("fn act_(v: f32) -> f32 {{ return {act}; }}")))
+    .map(|l| prepend(l, &format!("fn act_(v0: f32) -> f32 {{ return {act}; }}")))
 }
 
 /// Element types with a matrix-product kernel.

@@ -21,8 +21,9 @@
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{check_out, input, lane_sum, unsupported_type};
+use super::lowering::{run, NodeCtx, Ty};
 use super::window::{data, same, spatial, tap_major, to3, Axis, Elem, Padded, Window};
-use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
+use super::{wgsl, Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::{Dim, TensorType};
 use crate::tensor::{DType, Tensor};
 
@@ -164,6 +165,19 @@ impl Op for MaxPool {
     fn kernel(&self) -> Kernel {
         max_pool
     }
+    /// One dispatch (`wgsl::max_pool`) for float32 X, without the Indices output.
+    fn lower(&self, c: &NodeCtx) -> R<Lowered> {
+        const OP: &str = "MaxPool";
+        if c.has_out(1) {
+            return Err(format!("{OP}: the Indices output is not on webgpu"));
+        }
+        if c.ty(0)? != Ty::F32 {
+            return Err(format!("{OP} is float32-only on webgpu"));
+        }
+        let xs = &c.input(0)?.shape;
+        let axes = pool_axes(OP, &self.window, xs)?;
+        run(wgsl::max_pool(xs[0] * xs[1], &axes))
+    }
 }
 
 impl Op for AveragePool {
@@ -199,6 +213,19 @@ impl Op for GlobalAveragePool {
     }
     fn kernel(&self) -> Kernel {
         global_average_pool
+    }
+    /// The mean of each (N, C) plane: one row-reduction dispatch, float32.
+    fn lower(&self, c: &NodeCtx) -> R<Lowered> {
+        let xs = &c.input(0)?.shape;
+        spatial("GlobalAveragePool", xs)?;
+        if c.ty(0)? != Ty::F32 {
+            return Err("GlobalAveragePool is float32-only on webgpu".into());
+        }
+        run(wgsl::reduce_rows(
+            xs[0] * xs[1],
+            xs[2..].iter().product(),
+            true,
+        ))
     }
 }
 
@@ -341,6 +368,18 @@ fn each_window<T>(
     }
 }
 
+/// The axes in effect for X of shape `xs` (1 to 3 spatial dims).
+fn pool_axes(op: &str, w: &Window, xs: &[usize]) -> R<Vec<Axis>> {
+    spatial(op, xs)?;
+    let k: Vec<usize> = w
+        .kernel_shape
+        .iter()
+        .flatten()
+        .map(|&k| k as usize)
+        .collect();
+    w.axes(op, &xs[2..], &k)
+}
+
 fn pool_typed<T: Elem>(
     ctx: &KernelCtx,
     op: &str,
@@ -350,14 +389,7 @@ fn pool_typed<T: Elem>(
 ) -> KernelResult {
     let x = same::<T>(op, xt, xt)?;
     let xs = x.shape();
-    spatial(op, xs)?;
-    let k: Vec<usize> = w
-        .kernel_shape
-        .iter()
-        .flatten()
-        .map(|&k| k as usize)
-        .collect();
-    let axes = w.axes(op, &xs[2..], &k)?;
+    let axes = pool_axes(op, w, xs)?;
     let mut shape = xs[..2].to_vec();
     shape.extend(axes.iter().map(|a| a.out));
     check_out(ctx, op, &shape, (std::mem::size_of::<T>() * 8) as u64)?;

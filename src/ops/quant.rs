@@ -26,6 +26,8 @@ use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::TensorType;
 use crate::tensor::{DType, Tensor};
 
+mod lower;
+
 type P = Result<Box<dyn Op>, String>;
 
 fn dtype_attr(a: &Attrs, name: &str) -> Result<Option<DType>, String> {
@@ -420,6 +422,9 @@ impl Op for DynamicQuantizeLinear {
     fn any_element_type(&self) -> bool {
         true
     }
+    fn lower(&self, c: &NodeCtx) -> R<Lowered> {
+        lower::dynamic_quantize_linear(c)
+    }
 }
 
 /// DynamicQuantizeLinear's uint8 scale and zero point for `x`: its range widened to hold 0.
@@ -524,6 +529,9 @@ impl Op for MatMulInteger {
     }
     fn any_element_type(&self) -> bool {
         true
+    }
+    fn lower(&self, c: &NodeCtx) -> R<Lowered> {
+        lower::matmul_integer(c)
     }
 }
 

@@ -96,6 +96,11 @@ impl Op for FusedConv {
     fn kernel(&self) -> Kernel {
         fused_conv
     }
+    /// Conv's dispatch with Z and the activation in its epilogue.
+    fn lower(&self, c: &crate::ops::NodeCtx) -> R<crate::ops::Lowered> {
+        self.conv
+            .lower_with(c, "FusedConv", &self.activation.wgsl()?)
+    }
     fn same_type_inputs(&self) -> bool {
         true
     }

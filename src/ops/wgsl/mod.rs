@@ -11,12 +11,19 @@ use std::fmt::Write;
 
 use crate::tensor::DType;
 
+mod conv;
+mod gather_nd;
 mod matmul;
 mod quant;
 mod transformer;
 
+pub(in crate::ops) use conv::max_pool;
+pub use conv::{conv, Conv};
+pub use gather_nd::gather_nd;
 pub use matmul::{matmul, matmul_nbits, MatMul, NBits, SMALL_M};
-pub use quant::{dynamic_quantize_matmul, Dqmm, EXACT_DIV};
+pub use quant::{
+    dynamic_quantize_linear, dynamic_quantize_matmul, matmul_integer, Dqmm, EXACT_DIV,
+};
 pub use transformer::{
     attention_core, embed_layer_norm, layer_norm, mha_core, rotary, AttentionCore, Embed,
     LayerNorm, MhaCore, Rotary, MAX_ATTENTION_SEQ,

@@ -38,6 +38,104 @@ fn div_(x: f32, y: f32) -> f32 {
 }
 "#;
 
+/// Emits what the quantizing kernels share: the workgroup reductions, [`EXACT_DIV`],
+/// `fn dq_params_(l: u32) -> vec2<f32>`, the scale and zero point of `in0`'s `len` elements as
+/// DynamicQuantizeLinear computes them (the range widened to hold 0; every thread of the
+/// workgroup calls it, lane `l`), and `fn dq_(x: f32, p: vec2<f32>) -> f32`, `x` quantized to
+/// uint8 with them.
+fn dynamic_quant_fns(s: &mut String, len: usize) {
+    reduce_fn(s);
+    s.push_str(EXACT_DIV);
+    let _ = writeln!(
+        s,
+        "fn dq_params_(l: u32) -> vec2<f32> {{
+  var lo = 0.0;
+  var hi = 0.0;
+  for (var i = l; i < {len}u; i = i + {WG}u) {{ let v = in0[i]; lo = min(lo, v); hi = max(hi, v); }}
+  hi = wg_max(hi, l);
+  lo = -wg_max(-lo, l);
+  let scale = div_(select(hi - lo, 1.0, hi == lo), 255.0);
+  return vec2<f32>(scale, round(clamp(0.0 - div_(lo, scale), 0.0, 255.0)));
+}}
+fn dq_(x: f32, p: vec2<f32>) -> f32 {{ return clamp(round(div_(x, p.x)) + p.y, 0.0, 255.0); }}"
+    );
+}
+
+/// Elements of X one DynamicQuantizeLinear workgroup quantizes (each finds X's range first).
+const DQL_CHUNK: usize = 64 * WG as usize;
+
+/// DynamicQuantizeLinear of `len` float32 values in one dispatch: y (uint8 held as i32), the
+/// scale, and the zero point (i32), bit-exact with the reference.
+pub fn dynamic_quantize_linear(len: usize) -> Dispatch {
+    let mut s = String::new();
+    bindings(&mut s, &[Ty::F32], &[Ty::I32, Ty::F32, Ty::I32]);
+    dynamic_quant_fns(&mut s, len);
+    let (groups, _) = grid(len, DQL_CHUNK as u32);
+    let _ = writeln!(
+        s,
+        "@compute @workgroup_size({WG})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{
+  let l = lid.x;
+  let p = dq_params_(l);
+  let g = wid.x + wid.y * {gx}u;
+  if (g == 0u && l == 0u) {{ out1[0] = p.x; out2[0] = i32(p.y); }}
+  let end = min(g * {DQL_CHUNK}u + {DQL_CHUNK}u, {len}u);
+  for (var i = g * {DQL_CHUNK}u + l; i < end; i = i + {WG}u) {{ out0[i] = i32(dq_(in0[i], p)); }}
+}}",
+        gx = groups[0]
+    );
+    Dispatch {
+        wgsl: s,
+        groups,
+        reads: vec![Bind::In(0)],
+        writes: vec![Bind::Out(0), Bind::Out(1), Bind::Out(2)],
+    }
+}
+
+/// MatMulInteger: `Y [batch, M, N] = (A - a_zp) · (B - b_zp)` in int32, one thread per output,
+/// A [batch·M, K] and B [K, N] held as i32 (uint8/int8 widened), a_zp a scalar, b_zp a scalar
+/// or one per column (`b_zp`: its element count, 0 when absent).
+pub fn matmul_integer(rows: usize, k: usize, n: usize, a_zp: bool, b_zp: usize) -> Dispatch {
+    let total = rows * n;
+    let (groups, xthreads) = grid(total, WG);
+    let mut reads = vec![Bind::In(0), Bind::In(1)];
+    let mut za = "0".to_string();
+    if a_zp {
+        reads.push(Bind::In(2));
+        za = "in2[0]".into();
+    }
+    let mut zb = "0".to_string();
+    if b_zp > 0 {
+        zb = format!(
+            "in{}[{}]",
+            reads.len(),
+            if b_zp == 1 { "0u" } else { "col" }
+        );
+        reads.push(Bind::In(3));
+    }
+    let mut s = String::new();
+    bindings(&mut s, &vec![Ty::I32; reads.len()], &[Ty::I32]);
+    let _ = writeln!(
+        s,
+        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{
+  let i = gid.x + gid.y * {xthreads}u;
+  if (i >= {total}u) {{ return; }}
+  let row = i / {n}u;
+  let col = i % {n}u;
+  let za = {za};
+  let zb = {zb};
+  var acc = 0i;
+  for (var kk = 0u; kk < {k}u; kk = kk + 1u) {{ acc = acc + (in0[row * {k}u + kk] - za) * (in1[kk * {n}u + col] - zb); }}
+  out0[i] = acc;
+}}"
+    );
+    Dispatch {
+        wgsl: s,
+        groups,
+        reads,
+        writes: vec![Bind::Out(0)],
+    }
+}
+
 /// Rows of A one workgroup computes (its threads are 64 columns of B).
 const ROWS: usize = 8;
 /// Columns of A quantized into workgroup memory at a time.
@@ -74,8 +172,7 @@ pub fn dynamic_quantize_matmul(p: &Dqmm) -> Dispatch {
     });
     let mut s = String::new();
     bindings(&mut s, &tys, &[Ty::F32]);
-    reduce_fn(&mut s);
-    s.push_str(EXACT_DIV);
+    dynamic_quant_fns(&mut s, m * k);
     // Byte `i` of a packed binding, as a signed or unsigned integer.
     let byte = if p.signed {
         "bitcast<i32>(((w >> ((i % 4u) * 8u)) & 0xffu) << 24u) >> 24u"
@@ -110,13 +207,9 @@ pub fn dynamic_quantize_matmul(p: &Dqmm) -> Dispatch {
   let l = lid.x;
   let col = wid.x * {WG}u + l;
   let row0 = wid.y * {ROWS}u;
-  var lo = 0.0;
-  var hi = 0.0;
-  for (var i = l; i < {mk}u; i = i + {WG}u) {{ let v = in0[i]; lo = min(lo, v); hi = max(hi, v); }}
-  hi = wg_max(hi, l);
-  lo = -wg_max(-lo, l);
-  let scale = div_(select(hi - lo, 1.0, hi == lo), 255.0);
-  let zp = round(clamp(0.0 - div_(lo, scale), 0.0, 255.0));
+  let p = dq_params_(l);
+  let scale = p.x;
+  let zp = p.y;
   var acc: array<i32, {ROWS}>;
   for (var k0 = 0u; k0 < {k}u; k0 = k0 + {KC}u) {{
     for (var t = l; t < {rk}u; t = t + {WG}u) {{
@@ -124,7 +217,7 @@ pub fn dynamic_quantize_matmul(p: &Dqmm) -> Dispatch {
       let kk = k0 + t % {KC}u;
       var q = 0;
       if (r < {m}u && kk < {k}u) {{
-        q = i32(clamp(round(div_(in0[r * {k}u + kk], scale)) + zp, 0.0, 255.0) - zp);
+        q = i32(dq_(in0[r * {k}u + kk], p) - zp);
       }}
       aq[t] = q;
     }}
@@ -145,7 +238,6 @@ pub fn dynamic_quantize_matmul(p: &Dqmm) -> Dispatch {
     if (row0 + r < {m}u) {{ out0[(row0 + r) * {n}u + col] = f32(acc[r]) * s{bias}; }}
   }}
 }}",
-        mk = m * k,
         rk = ROWS * KC,
     );
     Dispatch {
