@@ -138,14 +138,18 @@ impl Prepared<'_> {
 /// The value a kernel prepared once (see [`KernelCtx::prepare`]).
 pub type PreparedCell = std::sync::OnceLock<Box<dyn Any + Send + Sync>>;
 
+/// Generic over every op type, so kept to the type check: the message is built apart and names
+/// no type (the executor's error names the node and its op type), so the wasm build holds one
+/// copy of it, not one per op.
 fn downcast<T: Op>(op: &dyn Op) -> Result<&T, String> {
     let any: &dyn Any = op;
-    any.downcast_ref::<T>().ok_or_else(|| {
-        format!(
-            "internal: kernel for {} given a node parsed as another op",
-            std::any::type_name::<T>()
-        )
-    })
+    any.downcast_ref::<T>().ok_or_else(wrong_op)
+}
+
+#[cold]
+#[inline(never)]
+fn wrong_op() -> String {
+    "internal: the kernel was given a node parsed as another op".to_string()
 }
 
 /// Kernel errors are plain messages; the executor adds the node and op type.
@@ -272,12 +276,15 @@ pub fn resolve(node: &Node, opset: i64) -> Result<OpRef<'_>, OpError> {
 
 /// The typed attributes of `node` if it is the op `T` (at the model's opset for its domain).
 pub fn attrs_of<'a, T: Op>(model: &crate::ir::Model, node: &'a Node) -> Option<&'a T> {
+    let any: &dyn Any = cached_op(model, node)?;
+    any.downcast_ref::<T>()
+}
+
+/// `node`'s parsed op as cached on the node (the non-generic half of [`attrs_of`]).
+fn cached_op<'a>(model: &crate::ir::Model, node: &'a Node) -> Option<&'a dyn Op> {
     let opset = model.opset(&node.domain).unwrap_or(1);
     match resolve(node, opset).ok()? {
-        OpRef::Cached(op) => {
-            let any: &dyn Any = op;
-            any.downcast_ref::<T>()
-        }
+        OpRef::Cached(op) => Some(op),
         // A fresh parse cannot be borrowed past this call. The cache holds another opset's parse
         // only if the opset import was edited directly: `Model::require_opset`/`ensure_opset`
         // reset the caches of the domain's nodes.
