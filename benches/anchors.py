@@ -124,6 +124,10 @@ def section(subject, base_nodes: int, rows: list, ref: dict, gpu: dict, web: dic
     if web:
         diff = web["max_diff"]
         for ep, key in [("wasm", "wasm_ms"), ("webgpu", "webgpu_ms")]:
+            if key not in web:
+                err = web.get("webgpu_error", "no result").replace("|", "/")
+                out.append(f"| onnxruntime-web WebGPU EP (SwiftShader) | — | — | — | does not run: {err[-160:]} |")
+                continue
             a, b = web[key]
             d = diff[ep]
             also = f"max diff {d:.1e}" if d is not None else "outputs differ in shape"
