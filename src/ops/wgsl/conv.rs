@@ -32,7 +32,6 @@ pub fn conv(p: &Conv) -> Dispatch {
     let (osz, isz, ksz) = (numel(&outs), numel(&ins), numel(&ks));
     let (ist, kst) = (strides(&ins), strides(&ks));
     let total = p.n * p.m * osz;
-    let (groups, xthreads) = grid(total, WG);
     let mut reads = vec![Bind::In(0), Bind::In(1)];
     if p.bias {
         reads.push(Bind::In(2));
@@ -46,9 +45,10 @@ pub fn conv(p: &Conv) -> Dispatch {
         s.push_str(PRELUDE);
     }
     let mg = p.m / p.group.max(1);
+    let groups = thread_kernel(&mut s, total);
     let _ = writeln!(
         s,
-        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {total}u) {{ return; }}\n  let m = (i / {osz}u) % {m}u;\n  let xb = (i / {mo}u) * {cisz}u + (m / {mg}u) * {gisz}u;\n  let wb = m * {wm}u;",
+        "  let m = (i / {osz}u) % {m}u;\n  let xb = (i / {mo}u) * {cisz}u + (m / {mg}u) * {gisz}u;\n  let wb = m * {wm}u;",
         m = p.m,
         mo = p.m * osz,
         cisz = p.c * isz,
@@ -89,12 +89,12 @@ pub(in crate::ops) fn max_pool(planes: usize, axes: &[Axis]) -> Dispatch {
     let outs: Vec<usize> = axes.iter().map(|a| a.out).collect();
     let ins: Vec<usize> = axes.iter().map(|a| a.inp).collect();
     let total = planes * numel(&outs);
-    let (groups, xthreads) = grid(total, WG);
     let mut s = String::new();
     bindings(&mut s, &[Ty::F32], &[Ty::F32]);
+    let groups = thread_kernel(&mut s, total);
     let _ = writeln!(
         s,
-        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {total}u) {{ return; }}\n  let xc = (i / {}u) * {}u;\n  var acc = -3.4028234663852886e38;",
+        "  let xc = (i / {}u) * {}u;\n  var acc = -3.4028234663852886e38;",
         numel(&outs),
         numel(&ins)
     );

@@ -14,12 +14,12 @@ pub fn gather_nd(data: &[usize], indices: &[usize], b: usize, ty: Ty) -> Dispatc
     let st = strides(data);
     let batch_stride = if b == 0 { 0 } else { st[b - 1] };
     let n = tuples * run;
-    let (groups, xthreads) = grid(n, WG);
     let mut s = String::new();
     bindings(&mut s, &[ty, Ty::I32], &[ty]);
+    let groups = thread_kernel(&mut s, n);
     let _ = writeln!(
         s,
-        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {n}u) {{ return; }}\n  let t = i / {run}u;\n  var off = (t / {per_batch}u) * {batch_stride}u + i % {run}u;"
+        "  let t = i / {run}u;\n  var off = (t / {per_batch}u) * {batch_stride}u + i % {run}u;"
     );
     for j in 0..k {
         let dim = data[b + j];

@@ -122,14 +122,14 @@ fn matmul_small(p: &MatMul) -> Dispatch {
     let (m, n, k) = (p.m, p.n, p.k);
     let batches = numel(p.batch).max(1);
     let total = batches * m * n;
-    let (groups, xthreads) = grid(total, WG);
     let mut s = String::new();
     let reads = matmul_reads(p);
     bindings(&mut s, &vec![Ty::F32; reads.len()], &[Ty::F32]);
     s.push_str(PRELUDE);
+    let groups = thread_kernel(&mut s, total);
     let _ = writeln!(
         s,
-        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {total}u) {{ return; }}\n  let col = i % {n}u;\n  let row = (i / {n}u) % {m}u;\n  let bz = i / {};",
+        "  let col = i % {n}u;\n  let row = (i / {n}u) % {m}u;\n  let bz = i / {};",
         m * n
     );
     batch_bases(&mut s, p);
@@ -181,7 +181,6 @@ pub fn matmul_nbits(p: &NBits) -> Dispatch {
     let zrow = (nb * bits).div_ceil(8);
     let mask = (1u32 << bits) - 1;
     let total = m * n;
-    let (groups, xthreads) = grid(total, WG);
     let mut reads = vec![Bind::In(0), Bind::In(1), Bind::In(2)];
     let mut tys = vec![Ty::F32, Ty::U32, Ty::F32];
     let zp_at = if p.zero_points {
@@ -217,9 +216,10 @@ pub fn matmul_nbits(p: &NBits) -> Dispatch {
             1u32 << (bits - 1)
         );
     }
+    let groups = thread_kernel(&mut s, total);
     let _ = writeln!(
         s,
-        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {total}u) {{ return; }}\n  let col = i % {n}u;\n  let row = i / {n}u;\n  var acc = 0.0;\n  for (var blk = 0u; blk < {nb}u; blk = blk + 1u) {{\n    let sc = in2[col * {nb}u + blk];\n    let z = zp(col, blk);\n    let at = (col * {nb}u + blk) * {blob}u;\n    let len = min({bs}u, {k}u - blk * {bs}u);\n    for (var j = 0u; j < len; j = j + 1u) {{\n      acc = acc + in0[row * {k}u + blk * {bs}u + j] * ((f32(code1(at, j)) - z) * sc);\n    }}\n  }}"
+        "  let col = i % {n}u;\n  let row = i / {n}u;\n  var acc = 0.0;\n  for (var blk = 0u; blk < {nb}u; blk = blk + 1u) {{\n    let sc = in2[col * {nb}u + blk];\n    let z = zp(col, blk);\n    let at = (col * {nb}u + blk) * {blob}u;\n    let len = min({bs}u, {k}u - blk * {bs}u);\n    for (var j = 0u; j < len; j = j + 1u) {{\n      acc = acc + in0[row * {k}u + blk * {bs}u + j] * ((f32(code1(at, j)) - z) * sc);\n    }}\n  }}"
     );
     match bias_at {
         Some(b) => {

@@ -229,18 +229,12 @@ impl Access {
 /// (input k at its access pattern) and may use the output coordinates `c0, c1, ...`.
 pub fn elementwise(out: &[usize], out_ty: Ty, ins: &[Access], expr: &str) -> Dispatch {
     let n = numel(out);
-    let (groups, xthreads) = grid(n, WG);
     let out_strides = strides(out);
     let mut s = String::new();
     let tys: Vec<Ty> = ins.iter().map(|a| a.ty).collect();
     bindings(&mut s, &tys, &[out_ty]);
     s.push_str(PRELUDE);
-    let _ = writeln!(
-        s,
-        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{"
-    );
-    let _ = writeln!(s, "  let i = gid.x + gid.y * {xthreads}u;");
-    let _ = writeln!(s, "  if (i >= {n}u) {{ return; }}");
+    let groups = thread_kernel(&mut s, n);
     for (j, (&d, &st)) in out.iter().zip(&out_strides).enumerate() {
         let _ = writeln!(s, "  let c{j} = (i / {st}u) % {d}u;");
     }
@@ -280,6 +274,17 @@ pub(super) fn reduce_fn(s: &mut String) {
         "var<workgroup> red: array<f32, {WG}>;\nfn wg_sum(v: f32, l: u32) -> f32 {{\n  red[l] = v;\n  workgroupBarrier();\n  for (var w = {half}u; w > 0u; w = w / 2u) {{\n    if (l < w) {{ red[l] = red[l] + red[l + w]; }}\n    workgroupBarrier();\n  }}\n  let r = red[0];\n  workgroupBarrier();\n  return r;\n}}\nfn wg_max(v: f32, l: u32) -> f32 {{\n  red[l] = v;\n  workgroupBarrier();\n  for (var w = {half}u; w > 0u; w = w / 2u) {{\n    if (l < w) {{ red[l] = max(red[l], red[l + w]); }}\n    workgroupBarrier();\n  }}\n  let r = red[0];\n  workgroupBarrier();\n  return r;\n}}",
         half = WG / 2
     );
+}
+
+/// Header of a one-thread-per-element kernel over `total` elements: defines `i` (the element);
+/// threads past the end return. The dispatch's workgroups are returned.
+pub(super) fn thread_kernel(s: &mut String, total: usize) -> [u32; 3] {
+    let (groups, xthreads) = grid(total, WG);
+    let _ = writeln!(
+        s,
+        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {total}u) {{ return; }}"
+    );
+    groups
 }
 
 /// Header of a one-workgroup-per-row kernel over `rows` rows: defines `r` (the row) and `l`
@@ -349,16 +354,12 @@ pub fn gather(data: &[usize], indices: &[usize], axis: usize, ty: Ty) -> Dispatc
         .copied()
         .collect();
     let n = numel(&out);
-    let (groups, xthreads) = grid(n, WG);
     let out_st = strides(&out);
     let data_st = strides(data);
     let idx_st = strides(indices);
     let mut s = String::new();
     bindings(&mut s, &[ty, Ty::I32], &[ty]);
-    let _ = writeln!(
-        s,
-        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {n}u) {{ return; }}"
-    );
+    let groups = thread_kernel(&mut s, n);
     for (j, (&d, &st)) in out.iter().zip(&out_st).enumerate() {
         let _ = writeln!(s, "  let c{j} = (i / {st}u) % {d}u;");
     }
@@ -394,14 +395,10 @@ pub fn gather(data: &[usize], indices: &[usize], axis: usize, ty: Ty) -> Dispatc
 /// Concat: one thread per output element picks the input whose slab along `axis` holds it.
 pub fn concat(inputs: &[Vec<usize>], out: &[usize], axis: usize, ty: Ty) -> Dispatch {
     let n = numel(out);
-    let (groups, xthreads) = grid(n, WG);
     let out_st = strides(out);
     let mut s = String::new();
     bindings(&mut s, &vec![ty; inputs.len()], &[ty]);
-    let _ = writeln!(
-        s,
-        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {n}u) {{ return; }}"
-    );
+    let groups = thread_kernel(&mut s, n);
     for (j, (&d, &st)) in out.iter().zip(&out_st).enumerate() {
         let _ = writeln!(s, "  let c{j} = (i / {st}u) % {d}u;");
     }

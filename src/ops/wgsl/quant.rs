@@ -96,7 +96,6 @@ pub fn dynamic_quantize_linear(len: usize) -> Dispatch {
 /// or one per column (`b_zp`: its element count, 0 when absent).
 pub fn matmul_integer(rows: usize, k: usize, n: usize, a_zp: bool, b_zp: usize) -> Dispatch {
     let total = rows * n;
-    let (groups, xthreads) = grid(total, WG);
     let mut reads = vec![Bind::In(0), Bind::In(1)];
     let mut za = "0".to_string();
     if a_zp {
@@ -114,12 +113,10 @@ pub fn matmul_integer(rows: usize, k: usize, n: usize, a_zp: bool, b_zp: usize) 
     }
     let mut s = String::new();
     bindings(&mut s, &vec![Ty::I32; reads.len()], &[Ty::I32]);
+    let groups = thread_kernel(&mut s, total);
     let _ = writeln!(
         s,
-        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{
-  let i = gid.x + gid.y * {xthreads}u;
-  if (i >= {total}u) {{ return; }}
-  let row = i / {n}u;
+        "  let row = i / {n}u;
   let col = i % {n}u;
   let za = {za};
   let zb = {zb};

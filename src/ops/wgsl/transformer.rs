@@ -293,7 +293,6 @@ pub struct Rotary {
 pub fn rotary(p: &Rotary) -> Dispatch {
     let (h, seq, rot, half) = (p.head, p.seq, p.rot, p.rot / 2);
     let n = p.batch * seq * p.heads * h;
-    let (groups, xthreads) = grid(n, WG);
     let mut s = String::new();
     bindings(&mut s, &[Ty::F32, Ty::I32, Ty::F32, Ty::F32], &[Ty::F32]);
     let (b, t) = if p.bnsh {
@@ -327,9 +326,10 @@ pub fn rotary(p: &Rotary) -> Dispatch {
             format!("j % {half}u"),
         )
     };
+    let groups = thread_kernel(&mut s, n);
     let _ = writeln!(
         s,
-        "@compute @workgroup_size({WG})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n  let i = gid.x + gid.y * {xthreads}u;\n  if (i >= {n}u) {{ return; }}\n  let j = i % {h}u;\n  if (j >= {rot}u) {{ out0[i] = in0[i]; return; }}\n  let b = {b};\n  let t = {t};\n  let row = u32(clamp({pos}, 0i, {last}i));\n  let k = row * {half}u + {col};\n  let c = in2[k];\n  let sn = in3[k];\n  if ({first}) {{ out0[i] = in0[i] * c - in0[{next}] * sn; }} else {{ out0[i] = in0[{prev}] * sn + in0[i] * c; }}\n}}",
+        "  let j = i % {h}u;\n  if (j >= {rot}u) {{ out0[i] = in0[i]; return; }}\n  let b = {b};\n  let t = {t};\n  let row = u32(clamp({pos}, 0i, {last}i));\n  let k = row * {half}u + {col};\n  let c = in2[k];\n  let sn = in3[k];\n  if ({first}) {{ out0[i] = in0[i] * c - in0[{next}] * sn; }} else {{ out0[i] = in0[{prev}] * sn + in0[i] * c; }}\n}}",
         last = p.rows.saturating_sub(1)
     );
     Dispatch {
