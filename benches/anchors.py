@@ -47,10 +47,14 @@ ANCHOR_NAMES = {
 }
 
 
+def sizes(subject) -> dict[str, int]:
+    """The symbolic dims every run of `subject` takes (fuselab's and onnxruntime-web's); a dim
+    the model does not have (seq on ViT and Whisper) is ignored."""
+    return {"batch": 1} if subject.model_type is None else {"batch": 2, "seq": 8}
+
+
 def dims(subject) -> list[str]:
-    if subject.model_type is None:
-        return ["--dim", "batch=1"]
-    return ["--dim", "batch=2", "--dim", "seq=8"]
+    return [a for k, v in sizes(subject).items() for a in ("--dim", f"{k}={v}")]
 
 
 def fused(hist) -> str:
@@ -89,8 +93,7 @@ def bench(cli: str, subject, backend: str, runs: int) -> dict:
 def ort_web(subjects, runs: int) -> dict:
     models = []
     for s in subjects:
-        d = "batch=1" if s.model_type is None else ("batch=2" if s.name in ("vit_tiny", "whisper_encoder_tiny")
-                                                    else "batch=2,seq=8")
+        d = ",".join(f"{k}={v}" for k, v in sizes(s).items())
         models += ["--model", f"{s.path.relative_to(REPO)}:{d}"]
     r = subprocess.run(["node", "benches/ort_web.mjs", "--json", "--runs", str(runs), *models], capture_output=True,
                        text=True, cwd=REPO, timeout=3600)
