@@ -30,6 +30,7 @@
 use ndarray::{ArrayD, ArrayView2, IxDyn};
 
 use super::common::{check_out, input, opt_input, unsupported_type};
+use super::lanes::elements;
 use super::lowering::{NodeCtx, R};
 use super::matmul::sgemm;
 use super::reduce::softmax_row;
@@ -271,7 +272,7 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let mut qkv = sgemm(x2.view(), w2.view());
     let qkv = qkv.as_slice_mut().ok_or("qkv is contiguous")?;
     if let Some(bias) = bias {
-        let bias = super::transformer::row_major(OP, bias)?;
+        let bias = elements(bias);
         for row in qkv.chunks_exact_mut(3 * h) {
             row.iter_mut().zip(bias.iter()).for_each(|(o, &v)| *o += v);
         }

@@ -33,8 +33,9 @@ use std::borrow::Cow;
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{check_out, input, opt_input};
+use super::lanes::elements;
 use super::lowering::{NodeCtx, Ty, R};
-use super::transformer::{normalize_row, row_major, shaped, vector_param, wanted};
+use super::transformer::{normalize_row, shaped, vector_param, wanted};
 use super::wgsl;
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::{Dim, TensorType};
@@ -145,10 +146,7 @@ fn ids<'a>(
             a.shape()
         ));
     }
-    Ok(match a.as_slice() {
-        Some(v) => Cow::Borrowed(v),
-        None => Cow::Owned(a.iter().copied().collect()),
-    })
+    Ok(elements(a))
 }
 
 /// A 2-D float32 embedding table: (row-major elements, rows).
@@ -176,7 +174,7 @@ impl<'a> Table<'a> {
         }
         Ok(Table {
             what,
-            data: row_major(OP, a)?,
+            data: elements(a),
             rows,
         })
     }

@@ -200,10 +200,7 @@ struct Source<'a> {
 
 impl<'a> Source<'a> {
     fn new(a: &'a ArrayD<f32>, walk: &[usize]) -> Source<'a> {
-        let data = match a.as_slice() {
-            Some(s) => Cow::Borrowed(s),
-            None => Cow::Owned(a.iter().copied().collect()),
-        };
+        let data = super::lanes::elements(a);
         let shape = a.shape();
         // Row-major strides of the input, right-aligned to the output's axes.
         let mut strides = vec![0; walk.len()];

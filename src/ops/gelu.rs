@@ -16,8 +16,9 @@ use ndarray::ArrayD;
 use super::common::{check_out, input, unsupported_type};
 use super::elementwise::ErfF64;
 use super::fastmath;
+use super::lanes::elements;
 use super::lowering::{with_fn, NodeCtx, FAST_GELU, GELU, R};
-use super::transformer::{required, row_major, same_type, shaped, vector_param, Real};
+use super::transformer::{required, same_type, shaped, vector_param, Real};
 use super::{InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::TensorType;
 use crate::tensor::{DType, Tensor};
@@ -125,7 +126,7 @@ fn biased_map<T: Real, F: Fn(T) -> T>(
 ) -> Result<Tensor, String> {
     let shape = x.shape();
     check_out(ctx, op, shape, T::DTYPE.bits().unwrap_or(64))?;
-    let xs = row_major(op, x)?;
+    let xs = elements(x);
     let b = match bias {
         None => None,
         Some(b) => {

@@ -61,13 +61,6 @@ impl Op for BiasAdd {
     }
 }
 
-fn flat<T: Copy>(a: &ArrayD<T>) -> Cow<'_, [T]> {
-    match a.as_slice() {
-        Some(s) => Cow::Borrowed(s),
-        None => Cow::Owned(a.iter().copied().collect()),
-    }
-}
-
 /// Element `i` of every input combined by `f` (inputs already checked: same type; `shapes`
 /// gives how each is indexed: its length divides the output's, and it repeats).
 fn combine<T: Copy>(
@@ -77,7 +70,7 @@ fn combine<T: Copy>(
     f: impl Fn(&[T]) -> T,
 ) -> Result<ArrayD<T>, String> {
     let n: usize = shape.iter().product();
-    let flats: Vec<Cow<[T]>> = ins.iter().map(|a| flat(a)).collect();
+    let flats: Vec<Cow<[T]>> = ins.iter().map(|a| super::lanes::elements(a)).collect();
     let mut vals = Vec::with_capacity(ins.len());
     let mut out = Vec::with_capacity(n);
     for i in 0..n {

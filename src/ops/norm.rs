@@ -35,8 +35,9 @@ use ndarray::{ArrayD, IxDyn};
 
 use super::broadcast::check_unidirectional;
 use super::common::{check_out, input, norm_axes, norm_axis, opt_input, unsupported_type};
+use super::lanes::elements;
 use super::lowering::{NodeCtx, R};
-use super::transformer::{placeholder, required, row_major, shaped, wanted, Real};
+use super::transformer::{placeholder, required, shaped, wanted, Real};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::{Dim, Node, TensorType};
 use crate::tensor::{DType, Tensor};
@@ -195,7 +196,7 @@ fn batch_norm<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelRes
         .map(|(i, what)| param(OP, what, inputs, i, &pshape));
     let (scale, bias, mean_in, var_in) = (scale?, bias?, mean_in?, var_in?);
     check_out(ctx, OP, shape, T::DTYPE.bits().unwrap_or(64))?;
-    let mut y = row_major(OP, x)?.into_owned();
+    let mut y = elements(x).into_owned();
     let (mean, var) = if training {
         (0..c)
             .map(|ch| moments((0..n).map(|i| &y[(i * c + ch) * s..][..s])))
@@ -327,7 +328,7 @@ fn group_norm<T: Real>(
     let scale = param(op, "scale", inputs, 1, &pshape)?;
     let bias = param(op, "bias", inputs, 2, &pshape)?;
     check_out(ctx, op, shape, T::DTYPE.bits().unwrap_or(64))?;
-    let mut y = row_major(op, x)?.into_owned();
+    let mut y = elements(x).into_owned();
     if !y.is_empty() {
         let per_group = c / g;
         for (r, row) in y.chunks_exact_mut(per_group * s).enumerate() {
@@ -439,7 +440,7 @@ fn rms_norm<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
     let axis = norm_axis(OP, p.axis, shape.len())?;
     let scale = param(OP, "scale", inputs, 1, &shape[axis..])?;
     check_out(ctx, OP, shape, 64)?;
-    let mut y = row_major(OP, x)?.into_owned();
+    let mut y = elements(x).into_owned();
     let cols = scale.len();
     if !y.is_empty() {
         for row in y.chunks_exact_mut(cols) {
@@ -504,7 +505,7 @@ fn lrn<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let shape = x.shape();
     let (_, c, s) = ncs(OP, shape, 2)?;
     check_out(ctx, OP, shape, T::DTYPE.bits().unwrap_or(64))?;
-    let xs = row_major(OP, x)?;
+    let xs = elements(x);
     let mut y = vec![T::ZERO; xs.len()];
     let (lo, hi) = ((p.size - 1) / 2, p.size / 2);
     let (alpha, beta, bias) = (p.alpha as f64 / p.size as f64, p.beta as f64, p.bias as f64);

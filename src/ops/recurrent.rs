@@ -42,8 +42,9 @@ use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayD, ArrayView2, ArrayViewMut2, IxDyn};
 
 use super::common::{check_out, input, opt_input, unsupported_type};
+use super::lanes::elements;
 use super::matmul::sgemm;
-use super::transformer::{placeholder, required, row_major, same_type, shaped, wanted, Real};
+use super::transformer::{placeholder, required, same_type, shaped, wanted, Real};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::tensor::{DType, Tensor};

@@ -21,10 +21,11 @@
 
 use super::common::{check_out, input, norm_axis, unsupported_type};
 use super::infer::norm_axis as infer_axis;
+use super::lanes::elements;
 use super::lowering::{norm_axis as lower_axis, Lowered, NodeCtx};
 use super::transformer::lower_layer_norm;
 use super::transformer::{
-    cvt, param_row, placeholder, required, row_major, shaped, skip_norm, stats_tensor, wanted, Real,
+    cvt, param_row, placeholder, required, shaped, skip_norm, stats_tensor, wanted, Real,
 };
 use super::wgsl::numel;
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
@@ -219,7 +220,7 @@ fn simplified_typed<T: Real, A: Real>(
         check_out(ctx, OP, &stat_shape, stash.bits().unwrap_or(64))?;
     }
 
-    let mut y = row_major(OP, x)?.into_owned();
+    let mut y = elements(x).into_owned();
     let mut invs = Vec::with_capacity(if want[1] { rows } else { 0 });
     if cols == 0 {
         // sqrt(0 / 0 + eps): NaN, as onnxruntime's loop gives.

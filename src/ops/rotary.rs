@@ -23,8 +23,9 @@
 use std::borrow::Cow;
 
 use super::common::{check_out, input, unsupported_type};
+use super::lanes::elements;
 use super::lowering::{run, Lowered, NodeCtx, Ty};
-use super::transformer::{required, row_major, shaped, Real};
+use super::transformer::{required, shaped, Real};
 use super::wgsl;
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::TensorType;
@@ -397,11 +398,11 @@ fn rotary_onnx_typed<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> Ke
         },
     };
     let angles = Angles {
-        cos: row_major(OP, cos)?,
-        sin: row_major(OP, sin)?,
+        cos: elements(cos),
+        sin: elements(sin),
         rows,
     };
-    let out = rotate(&row_major(OP, x)?, &g, &angles);
+    let out = rotate(&elements(x), &g, &angles);
     Ok(vec![shaped(OP, x.shape(), out)?])
 }
 
@@ -449,11 +450,11 @@ fn rotary_ms_typed<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> Kern
     };
     check_rows(OP, &rows, max_pos)?;
     let angles = Angles {
-        cos: row_major(OP, cos)?,
-        sin: row_major(OP, sin)?,
+        cos: elements(cos),
+        sin: elements(sin),
         rows,
     };
-    let out = rotate(&row_major(OP, x)?, &g, &angles);
+    let out = rotate(&elements(x), &g, &angles);
     Ok(vec![shaped(OP, x.shape(), out)?])
 }
 

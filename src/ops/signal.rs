@@ -41,7 +41,8 @@ use std::f64::consts::PI;
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{bits, check_out, input, opt_input, unsupported_type};
-use super::transformer::{required, row_major, same_type, shaped, Real};
+use super::lanes::elements;
+use super::transformer::{required, same_type, shaped, Real};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::onnx::proto::data_type as dt;
@@ -354,7 +355,7 @@ fn dft<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     out_shape[axis] = n_out;
     out_shape[r - 1] = c_out;
     check_out(ctx, OP, &out_shape, bits(T::DTYPE))?;
-    let xv = row_major(OP, x)?;
+    let xv = elements(x);
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..r - 1].iter().product();
     let plan = Plan::new(n);
@@ -506,9 +507,9 @@ fn stft<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let bins = if p.onesided { fl / 2 + 1 } else { fl };
     let out_shape = [batch, frames, bins, 2];
     check_out(ctx, OP, &out_shape, bits(T::DTYPE))?;
-    let xv = row_major(OP, x)?;
+    let xv = elements(x);
     let wv: Vec<f64> = match window {
-        Some(w) => row_major(OP, w)?.iter().map(|v| v.to_f64()).collect(),
+        Some(w) => elements(w).iter().map(|v| v.to_f64()).collect(),
         None => vec![1.0; fl],
     };
     let plan = Plan::new(fl);

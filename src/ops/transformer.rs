@@ -30,6 +30,7 @@ use super::broadcast::check_unidirectional;
 use super::common::{check_out, input, norm_axis, opt_input, type_mismatch, unsupported_type};
 use super::elementwise::ErfF64;
 use super::infer::norm_axis as infer_axis;
+use super::lanes::elements;
 use super::lowering::{norm_axis as lower_axis, run, NodeCtx, R};
 use super::wgsl::{self, numel, LayerNorm};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
@@ -300,28 +301,6 @@ pub(super) fn required<'a, T: Real>(
     T::view(t).ok_or_else(|| type_mismatch(op, T::DTYPE, t.dtype()))
 }
 
-/// The elements of `a` in row-major order, borrowed when `a` already is row-major.
-pub(super) fn row_major<'a, T: Real>(op: &str, a: &'a ArrayD<T>) -> Result<Cow<'a, [T]>, String> {
-    match a.as_slice() {
-        Some(s) => Ok(Cow::Borrowed(s)),
-        None => {
-            // `assign` into a row-major array walks whole inner rows; `iter().collect()` pays a
-            // multi-dimensional `next()` per element (a transposed or broadcast input).
-            let mut out = ArrayD::<T>::from_elem(a.raw_dim(), T::ZERO);
-            out.assign(a);
-            let (v, _) = out.into_raw_vec_and_offset();
-            if v.len() == a.len() {
-                Ok(Cow::Owned(v))
-            } else {
-                Err(format!(
-                    "{op}: could not read input of shape {:?}",
-                    a.shape()
-                ))
-            }
-        }
-    }
-}
-
 /// A per-position parameter (scale, bias) broadcast unidirectionally to `to`, as one row.
 pub(super) fn param_row<'a, T: Real>(
     op: &str,
@@ -331,7 +310,7 @@ pub(super) fn param_row<'a, T: Real>(
 ) -> Result<Cow<'a, [T]>, String> {
     check_unidirectional(op, what, p.shape(), to)?;
     if p.shape() == to {
-        return row_major(op, p);
+        return Ok(elements(p));
     }
     let v = p.broadcast(IxDyn(to)).ok_or_else(|| {
         format!(
@@ -350,7 +329,7 @@ pub(super) fn vector_param<'a, T: Real>(
     h: usize,
 ) -> Result<Cow<'a, [T]>, String> {
     match p.shape() {
-        [n] if *n == h => row_major(op, p),
+        [n] if *n == h => Ok(elements(p)),
         [n] => Err(format!(
             "{op}: '{what}' has length {n}, the hidden size (input's last dim) is {h}"
         )),
@@ -493,7 +472,7 @@ fn layer_norm_typed<T: Real, A: Real>(
         check_out(ctx, OP, &stat_shape, stash.bits().unwrap_or(64))?;
     }
 
-    let mut y = row_major(OP, x)?.into_owned();
+    let mut y = elements(x).into_owned();
     let mut means = Vec::with_capacity(if want[1] { rows } else { 0 });
     let mut invs = Vec::with_capacity(if want[2] { rows } else { 0 });
     if cols == 0 {
@@ -616,8 +595,8 @@ fn skip_norm_typed<T: Real>(
         check_out(ctx, op, &stat_shape, 32)?;
     }
 
-    let xs = row_major(op, x)?;
-    let ss = row_major(op, skip)?;
+    let xs = elements(x);
+    let ss = elements(skip);
     let total = xs.len();
     let mut y = vec![T::ZERO; total];
     let mut sum = if want[3] {

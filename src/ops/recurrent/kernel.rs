@@ -155,7 +155,7 @@ pub(super) fn run_cell<T: Cellular>(
                 Ok(Some(if p.batch_major {
                     permuted(s, &[1, 0, 2])
                 } else {
-                    row_major(op, s)?.into_owned()
+                    elements(s).into_owned()
                 }))
             }
         }
@@ -190,12 +190,12 @@ pub(super) fn run_cell<T: Cellular>(
     let xv = if p.batch_major {
         permuted(x, &[1, 0, 2])
     } else {
-        row_major(op, x)?.into_owned()
+        elements(x).into_owned()
     };
-    let wv = row_major(op, w)?;
-    let rv = row_major(op, r)?;
-    let bv = b.map(|b| row_major(op, b)).transpose()?;
-    let pv = peep.map(|pp| row_major(op, pp)).transpose()?;
+    let wv = elements(w);
+    let rv = elements(r);
+    let bv = b.map(|b| elements(b));
+    let pv = peep.map(|pp| elements(pp));
 
     let mut y = if want[0] {
         vec![T::ZERO; seq * nd * batch * hidden]
