@@ -234,6 +234,29 @@ test("the file picker loads a model too (bert_tiny), and a dims change re-optimi
   assert.equal(await page.textContent("#parity"), "outputs match");
 });
 
+test("a ViT runs on the page's WebGPU backend: its Conv and fused kernels compile in Chromium", async () => {
+  const vit = join(root, "tests/models/zoo/vit_tiny.onnx");
+  await dropFiles([{ name: "vit_tiny.onnx", path: vit }]);
+  await page.waitForFunction(() => /vit_tiny.*graphs shown|Could not/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
+  assert.equal(await page.textContent("#parity"), "outputs match");
+  await page.fill("#runs", "3");
+  await page.selectOption("#backend", "webgpu");
+  await page.evaluate(() => { document.getElementById("bench-result").textContent = ""; });
+  await page.click("#bench-run");
+  await page.waitForFunction(() => /speedup|failed/.test(document.getElementById("bench-result").textContent), null, { timeout: 120000 });
+  const gpu = await page.textContent("#bench-result");
+  // The CLI's webgpu graphs at the page's dims: the same dispatches (ViT's patch Conv is one).
+  const dims = await page.evaluate(() =>
+    Object.fromEntries([...document.querySelectorAll("#dim-fields input")].map((i) => [i.dataset.dim, Number(i.value)])));
+  const args = ["bench", vit, "--backend", "webgpu", "--json", "--runs", "1", "--warmup", "0"];
+  for (const [k, v] of Object.entries(dims)) args.push("--dim", `${k}=${v}`);
+  const cliB = JSON.parse(execFileSync(cli, args, { encoding: "utf8" }));
+  assert.match(gpu, /^webgpu backend, 3 .*speedup [\d.]+x\. /, gpu);
+  assert.ok(gpu.includes(`${cliB.dispatches.original} → ${cliB.dispatches.optimized} dispatches per run`), `${gpu}\nCLI: ${JSON.stringify(cliB.dispatches)}`);
+  console.log(`# vit_tiny: ${gpu}`);
+  await page.selectOption("#backend", "reference");
+});
+
 test("nothing left the machine: every request went to the page's own server", () => {
   const origin = new URL(url).origin;
   const foreign = requests.filter((r) => !r.startsWith(origin + "/") && !r.startsWith("blob:") && !r.startsWith("data:"));
