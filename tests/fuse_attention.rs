@@ -754,29 +754,58 @@ fn attention_fuses_float16_self_attention_and_keeps_float16_weights() {
         vec![("Attention".to_string(), 1), ("Cast".to_string(), 2)]
     );
     let attn = attention_node(&opt);
-    assert_eq!(attn.attr_float("mask_filter_value"), Some(-65504.0));
+    // F = -65504 goes in as the lowest float32 (see the causal case below).
+    assert_eq!(attn.attr_float("mask_filter_value"), Some(f32::MIN));
     for i in [1, 2] {
         let w = opt.graph.constant(attn.input(i).unwrap()).unwrap();
         assert_eq!(w.data_type, DType::F16.0, "input {i} stays float16");
     }
     // float16 rounding in the original: the fp16 bound.
-    for mask in [[1, 1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 0, 0]] {
+    // [0, 0, 0, 0]: a sequence that is all padding (every row fully masked).
+    for mask in [
+        [1, 1, 1, 1, 1, 1, 1, 1],
+        [0, 0, 1, 1, 1, 1, 0, 0],
+        [0, 0, 0, 0, 1, 1, 0, 1],
+    ] {
         let d = diff_with_mask(&m, &opt, 2, 4, &mask);
         assert!(d <= 2e-2, "{mask:?}: {d}");
     }
 }
 
 #[test]
-fn attention_rejects_float16_causal_attention() {
-    // A padded query that sees only masked keys: float16 rounds every one of its scores to F
-    // (a uniform row); the fused op computes them in float32 and weights them by score.
+fn attention_fuses_float16_causal_attention_with_the_lowest_float32_filter() {
+    // A padded query that sees only masked keys: float16 rounds each of its scores plus -65504
+    // back to -65504 (a uniform row). The op computes in float32, where only the lowest float32
+    // absorbs a score the same way; kept keys still see masked ones at probability 0.
     let spec = Spec {
         dtype: DType::F16,
         filter: -65504.0,
         mask: Mask::Causal { strict: false },
         ..BERT
     };
-    let m = assert_rejected(spec, "causal mask on float16 scores");
+    let m = block(spec);
+    let (opt, _) = fuse(&m);
+    let attn = attention_node(&opt);
+    assert_eq!(attn.attr_int("unidirectional"), Some(1));
+    assert_eq!(attn.attr_float("mask_filter_value"), Some(f32::MIN));
+    // Row 0 of batch 0 is fully masked (left padding); batch 1 is right-padded.
+    for mask in [[0, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]] {
+        let d = diff_with_mask(&m, &opt, 2, 3, &mask);
+        assert!(d <= 2e-3, "{mask:?}: {d}");
+    }
+}
+
+#[test]
+fn attention_rejects_float16_causal_attention_with_another_filter() {
+    // -10000 in float16 has an ulp of 8: a fully masked row is uniform only for scores within
+    // ±4, which no float32 filter reproduces.
+    let spec = Spec {
+        dtype: DType::F16,
+        filter: -10000.0,
+        mask: Mask::Causal { strict: false },
+        ..BERT
+    };
+    let m = assert_rejected(spec, "causal mask on float16 scores with filter -10000");
     let (opt, _) = fuse(&m);
     assert_eq!(diff_with_mask(&m, &opt, 2, 3, &[0, 1, 1, 1, 1, 0]), 0.0);
 }

@@ -457,6 +457,11 @@ fn float16_encoder_attention_takes_only_a_proved_padding_mask() {
     let m = encoder(EncMask::Padding, DType::F16);
     let (opt, _) = fuse(&m, ENCODER_RULES);
     assert_eq!(mha_node(&opt).inputs.len(), 5);
+    // F = -65504 goes in as the lowest float32 (attention_mask::op_filter).
+    assert_eq!(
+        mha_node(&opt).attr_float("mask_filter_value"),
+        Some(f32::MIN)
+    );
     assert_parity_within(&m, &opt, 2e-2);
     // An unproved bias: in float16 a row with only masked keys rounds to one value.
     let m = encoder(EncMask::Bias, DType::F16);

@@ -29,8 +29,9 @@
 //! to kept and `mask_filter_value` to masked scores. Any mask, left padding included, keeps its
 //! meaning. (onnxruntime's own fusion passes the mask as per-row lengths, which assumes right
 //! padding.) The Cast through bool keeps `!= 0` exact for any integer mask value. A causal mask
-//! on float16 scores is refused: a padded query that sees only masked keys has every score
-//! rounded to F in float16 (a uniform row), which a float32 computation does not reproduce.
+//! needs F = the lowest float (onnxruntime's causal value); on float16 scores F = -65504 is
+//! emitted as the lowest float32, the one value that rounds a padded query's row of masked
+//! scores to a uniform row in float32 as float16 does (`attention_mask::op_filter`).
 
 use ndarray::ArrayD;
 
@@ -39,7 +40,7 @@ use crate::ir::types::{dims_provably_eq, Dim};
 use crate::ir::{attr, Model, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::ops;
-use crate::passes::attention_mask::attention_mask;
+use crate::passes::attention_mask::{attention_mask, op_filter};
 use crate::passes::matchers::{
     bias_add, constant_value, fresh_node_name, int32_mask, produced_by, require_f32_or_f16,
     require_perm, score_scale, sole_consumer, sole_consumer_op,
@@ -260,24 +261,8 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     fused.set_attr(attr::int("num_heads", heads));
     fused.set_attr(attr::float("scale", scale as f32));
     if let Some(m) = proved {
-        fused.set_attr(attr::float("mask_filter_value", m.filter as f32));
-        // onnxruntime masks future keys with the lowest float (set, not added to), whatever
-        // mask_filter_value is: only F = f32::MIN keeps the causal part exact.
-        // In float16 every masked score rounds to F itself, so a padded query that sees only
-        // masked keys averages all values; computed in float32 (onnxruntime, the reference
-        // kernel) the same row weights the keys by their scores.
-        if m.causal && dt != DType::F32 {
-            return Err(format!(
-                "causal mask on {dt} scores: rows with only masked keys (padded queries) would \
-                 be computed in float32, not rounded to one value as in {dt}"
-            ));
-        }
-        if m.causal && m.filter as f32 != f32::MIN {
-            return Err(format!(
-                "causal mask with filter {}: onnxruntime's causal masking uses the lowest float",
-                m.filter
-            ));
-        }
+        let filter = op_filter(dt, m.filter, m.causal)?;
+        fused.set_attr(attr::float("mask_filter_value", filter));
         if m.causal {
             fused.set_attr(attr::int("unidirectional", 1));
         }

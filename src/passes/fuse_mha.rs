@@ -35,7 +35,7 @@ use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
 use crate::ir::{attr, Model, Node, NodeId, ValueId};
 use crate::ops::reduce::Softmax;
-use crate::passes::attention_mask::attention_mask;
+use crate::passes::attention_mask::{attention_mask, op_filter};
 use crate::passes::matchers::{
     concat_axis, fresh_node_name, int32_mask, produced_by, require_f32_or_f16, require_perm,
     score_scale, slice_params, sole_consumer, sole_consumer_op,
@@ -268,7 +268,8 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
                 let kpm = int32_mask(g, &mut patch, a, g.name(y))?;
                 mha.inputs.extend([None, Some(kpm)]);
             }
-            mha.set_attr(attr::float("mask_filter_value", proved.filter as f32));
+            let filter = op_filter(dt, proved.filter, false)?;
+            mha.set_attr(attr::float("mask_filter_value", filter));
         }
     }
     mha.outputs = vec![Some(out)];

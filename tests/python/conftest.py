@@ -353,6 +353,38 @@ def file_stem(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
 
 
+def fuselab_outputs(
+    fuselab: Fuselab,
+    path: Path,
+    feeds: dict[str, np.ndarray],
+    dims: dict[str, int],
+    work: Path,
+    backend_gaps=None,
+) -> dict[str, np.ndarray]:
+    """`fuselab run` on `path` with these inputs and dims: every graph output by name. With
+    `backend_gaps`, an op the reference backend lacks is an xfail naming it."""
+    work.mkdir(parents=True, exist_ok=True)
+    args: list[str | Path] = ["run", path]
+    for name, arr in feeds.items():
+        f = work / f"in_{file_stem(name)}.npy"
+        np.save(f, arr)
+        args += ["--input", f"{name}={f}"]
+    for k, v in dims.items():
+        args += ["--dim", f"{k}={v}"]
+    out = work / "out"
+    r = fuselab(*args, "--out", out)
+    if r.returncode != 0 and backend_gaps is not None:
+        xfail_if_unsupported(r, path, backend_gaps)
+    assert r.returncode == 0, r.describe()
+    model = onnx.load(str(path), load_external_data=False)
+    got = {}
+    for o in model.graph.output:
+        f = out / f"{file_stem(o.name)}.npy"
+        assert f.is_file(), f"fuselab run wrote no {f.name} for output {o.name!r}\n{r.describe()}"
+        got[o.name] = np.load(f)
+    return got
+
+
 def ort_outputs(path: Path, feeds: dict[str, np.ndarray], level: str = "all") -> dict[str, np.ndarray]:
     """onnxruntime (CPU) on `feeds`, at graph optimization level `level` ("all" or "basic")."""
     opts = ort.SessionOptions()

@@ -33,7 +33,7 @@ from conftest import (
     assert_close,
     check_model,
     custom_domains,
-    file_stem,
+    fuselab_outputs,
     make_inputs,
     model_files,
     model_id,
@@ -90,36 +90,6 @@ def test_transformer_models_present():
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def fuselab_outputs(
-    fuselab: Fuselab,
-    path: Path,
-    feeds: dict[str, np.ndarray],
-    dims: dict[str, int],
-    work: Path,
-    backend_gaps=None,
-) -> dict[str, np.ndarray]:
-    work.mkdir(parents=True, exist_ok=True)
-    args: list[str | Path] = ["run", path]
-    for name, arr in feeds.items():
-        f = work / f"in_{file_stem(name)}.npy"
-        np.save(f, arr)
-        args += ["--input", f"{name}={f}"]
-    for k, v in dims.items():
-        args += ["--dim", f"{k}={v}"]
-    out = work / "out"
-    r = fuselab(*args, "--out", out)
-    if r.returncode != 0 and backend_gaps is not None:
-        xfail_if_unsupported(r, path, backend_gaps)
-    assert r.returncode == 0, r.describe()
-    model = onnx.load(str(path), load_external_data=False)
-    got = {}
-    for o in model.graph.output:
-        f = out / f"{file_stem(o.name)}.npy"
-        assert f.is_file(), f"fuselab run wrote no {f.name} for output {o.name!r}\n{r.describe()}"
-        got[o.name] = np.load(f)
-    return got
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,7 +283,6 @@ def test_truncated_model_is_a_clean_error(keep: str, fuselab: Fuselab, tmp_path:
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].strip(), f"expected one line on stderr\n{r.describe()}"
     assert "panicked" not in r.stderr and "RUST_BACKTRACE" not in r.stderr, r.describe()
-
 
 
 # ---------------------------------------------------------------------------------------------

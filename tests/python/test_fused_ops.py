@@ -26,7 +26,7 @@ import pytest
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
-from conftest import Fuselab
+from conftest import Fuselab, fuselab_outputs
 
 MS = "com.microsoft"
 MAX_ABS_DIFF = 1e-4
@@ -64,19 +64,7 @@ def fuselab_run(fuselab: Fuselab, m: onnx.ModelProto, feeds, work: Path) -> dict
     work.mkdir(parents=True, exist_ok=True)
     path = work / "model.onnx"
     onnx.save(m, str(path))
-    args: list[str | Path] = ["run", path]
-    for name, arr in feeds.items():
-        f = work / f"in_{name}.npy"
-        np.save(f, arr)
-        args += ["--input", f"{name}={f}"]
-    out = work / "out"
-    fuselab.ok(*args, "--out", out)
-    got = {}
-    for o in m.graph.output:
-        f = out / f"{o.name}.npy"
-        assert f.is_file(), f"fuselab run wrote no {f.name}"
-        got[o.name] = np.load(f)
-    return got
+    return fuselab_outputs(fuselab, path, feeds, {}, work)
 
 
 def compare(got: dict, want: dict, what: str) -> float:
