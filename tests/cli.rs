@@ -355,7 +355,7 @@ fn unsupported_op_is_named_unless_parity_is_skipped() {
     m.graph.value_mut(y).ty = fuselab::ir::TensorType::new(fuselab::DType::F32, dims(&[2, 2]));
     let d = tmp("unsupported");
     let (src, opt) = (d.join("m.onnx"), d.join("o.onnx"));
-    fuselab::io::save_file(&m, &src).unwrap();
+    fuselab::io::save_file(&m, &src, None).unwrap();
     let out = fuselab(&["optimize", s(&src), "-o", s(&opt)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");

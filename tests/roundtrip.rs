@@ -511,3 +511,66 @@ fn a_value_that_is_both_input_and_output_keeps_both_declarations() {
     let m = fuselab::io::load_bytes(&bytes, &Default::default()).unwrap();
     assert_eq!(to_model_proto(&m).unwrap().encode_to_vec(), bytes);
 }
+
+/// `save_file` with a threshold: tensors with at least that many bytes of raw data go to
+/// `<name>.data` beside the model at 64-byte aligned offsets, smaller ones stay inline, and the
+/// pair loads back to the same model as the in-memory one.
+#[test]
+fn external_data_save_round_trips() {
+    let dir = std::env::temp_dir().join(format!("fuselab-save-ext-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/gpt2_tiny.onnx");
+    let m = load_file(&src, &Limits::default()).unwrap();
+    let out = dir.join("m.onnx");
+    let threshold = 4096u64;
+    let saved = fuselab::io::save_file(&m, &out, Some(threshold)).unwrap();
+    let data = dir.join("m.onnx.data");
+    assert_eq!(saved.data_file.as_deref(), Some(data.as_path()));
+    assert!(!saved.automatic);
+    let big: Vec<_> = m
+        .graph
+        .initializers()
+        .filter(|(_, t)| t.raw_data.len() as u64 >= threshold)
+        .map(|(_, t)| t.raw_data.len() as u64)
+        .collect();
+    assert!(big.len() > 5, "gpt2_tiny has large weights");
+    assert_eq!(saved.external_tensors, big.len());
+    assert_eq!(saved.external_bytes, big.iter().sum::<u64>());
+    // The model file holds stubs: location, aligned offset, length; no bytes.
+    let proto = decode(&std::fs::read(&out).unwrap()).unwrap();
+    let mut external = 0;
+    for t in &proto.graph.as_ref().unwrap().initializer {
+        let kv: std::collections::HashMap<_, _> = t
+            .external_data
+            .iter()
+            .map(|e| (e.key.as_str(), e.value.as_str()))
+            .collect();
+        if t.data_location == 1 {
+            external += 1;
+            assert!(t.raw_data.is_empty());
+            assert_eq!(kv["location"], "m.onnx.data");
+            assert_eq!(kv["offset"].parse::<u64>().unwrap() % 64, 0);
+            assert!(kv["length"].parse::<u64>().unwrap() >= threshold);
+        } else {
+            assert!((t.raw_data.len() as u64) < threshold, "{}", t.name);
+        }
+    }
+    assert_eq!(external, big.len());
+    let file_len = std::fs::metadata(&data).unwrap().len();
+    assert!(
+        file_len >= saved.external_bytes && file_len < saved.external_bytes + 64 * big.len() as u64
+    );
+    let again = load_file(&out, &Limits::default()).unwrap();
+    assert_eq!(
+        to_model_proto(&again).unwrap().encode_to_vec(),
+        to_model_proto(&m).unwrap().encode_to_vec()
+    );
+    // Without a threshold a small model stays one file.
+    let one = dir.join("one.onnx");
+    assert_eq!(
+        fuselab::io::save_file(&m, &one, None).unwrap(),
+        fuselab::io::Saved::default()
+    );
+    assert!(!dir.join("one.onnx.data").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -65,6 +65,11 @@ enum Command {
         /// Write the optimization report (JSON) here.
         #[arg(long)]
         report: Option<PathBuf>,
+        /// Save initializers of at least THRESHOLD bytes (default 1024) in OUTPUT.data beside
+        /// the model. Chosen automatically when the model would pass protobuf's 2 GiB.
+        #[arg(long, value_name = "THRESHOLD", num_args = 0..=1,
+              default_missing_value = "1024")]
+        external_data: Option<u64>,
         #[arg(long, value_delimiter = ',', help = rules_help())]
         rules: Vec<String>,
         /// The runtime the saved model is for: ort-cpu (onnxruntime's CPU EP: no ai.fuselab
@@ -219,6 +224,7 @@ fn dispatch(cmd: Command) -> Result<i32> {
             model,
             output,
             report,
+            external_data,
             rules,
             target,
             no_parity,
@@ -237,7 +243,7 @@ fn dispatch(cmd: Command) -> Result<i32> {
                 seed: run.seed,
                 limits: run.common.limits(),
             };
-            optimize(&model, &output, report.as_deref(), &opts)
+            optimize(&model, &output, report.as_deref(), external_data, &opts)
         }
         Command::Run {
             model,
@@ -375,13 +381,14 @@ fn optimize(
     path: &Path,
     output: &Path,
     report_path: Option<&Path>,
+    external: Option<u64>,
     opts: &OptimizeOptions,
 ) -> Result<i32> {
     let original = load(path, &opts.limits)?;
     let start = Instant::now();
     let clock = || ms(start);
     let (optimized, rep) = pipeline::optimize(&original, opts, &clock)?;
-    crate::io::save_file(&optimized, output)?;
+    let saved = crate::io::save_file(&optimized, output, external)?;
     if let Some(p) = report_path {
         let text = serde_json::to_string_pretty(&rep).expect("serializable");
         std::fs::write(p, text).map_err(|e| Error::io(p.display(), e))?;
@@ -404,6 +411,19 @@ fn optimize(
         rep.optimize_ms,
         output.display()
     );
+    if let Some(data) = &saved.data_file {
+        println!(
+            "  external data: {} tensors, {} bytes in {}{}",
+            saved.external_tensors,
+            saved.external_bytes,
+            data.display(),
+            if saved.automatic {
+                " (the model would pass protobuf's 2 GiB)"
+            } else {
+                ""
+            }
+        );
+    }
     for r in &rep.rejected {
         println!("  not fused: {} at '{}': {}", r.rule, r.candidate, r.reason);
     }

@@ -243,6 +243,26 @@ def test_optimized_runs_in_onnxruntime(model: Path, dims: dict[str, int], optimi
         assert_close(got[name], want[name], ORT_MAX_ABS_DIFF, 0.0, what)
 
 
+def test_external_data_output_runs_in_onnxruntime(fuselab: Fuselab, tmp_path: Path):
+    """`optimize --external-data 4096`: the weights go to OUT.data (onnx's checker and loader
+    accept the pair) and onnxruntime gives the same outputs as on the single-file save."""
+    src = REPO / "tests" / "models" / "gpt2_tiny.onnx"
+    one, split = tmp_path / "one.onnx", tmp_path / "split.onnx"
+    fuselab.ok("optimize", src, "-o", one, "--no-parity")
+    r = fuselab.ok("optimize", src, "-o", split, "--no-parity", "--external-data", "4096")
+    assert "external data: " in r.stdout and "split.onnx.data" in r.stdout, r.describe()
+    assert (tmp_path / "split.onnx.data").is_file()
+    assert split.stat().st_size < one.stat().st_size / 10
+    m = onnx.load(str(split), load_external_data=False)
+    outside = [t.name for t in m.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    assert len(outside) >= 10 and all(len(t.raw_data) < 4096 for t in m.graph.initializer)
+    onnx.checker.check_model(str(split))
+    feeds = make_inputs(onnx.load(str(src)), {"batch": 2, "seq": 5}, SEED)
+    want, got = ort_outputs(one, feeds), ort_outputs(split, feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
 # ---------------------------------------------------------------------------------------------
 # (c) the worked example fuses to one ai.fuselab.AddEyeLike node
 
