@@ -42,8 +42,8 @@ use crate::onnx::tensor::from_tensor;
 use crate::ops;
 use crate::passes::attention_mask::{attention_mask, op_filter};
 use crate::passes::matchers::{
-    bias_add, constant_value, fresh_node_name, int32_mask, produced_by, require_f32_or_f16,
-    require_perm, score_scale, sole_consumer, sole_consumer_op,
+    bias_add, constant_value, fresh_node_name, guarded_probs, int32_mask, operand_scale,
+    produced_by, require_f32_or_f16, require_perm, score_scale, sole_consumer, sole_consumer_op, weights_values,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::{DType, Tensor};
@@ -72,12 +72,7 @@ impl Rule for FuseAttention {
         let (Some(_), Some(probs)) = (sm.input(0), sm.output(0)) else {
             return Proposal::NoMatch;
         };
-        // Only a Softmax whose probabilities weight values (P·V) looks like attention.
-        let looks_like = g.consumers(probs).iter().any(|&c| {
-            let n = g.node(c);
-            n.is("MatMul") && n.input(0) == Some(probs)
-        });
-        if !looks_like {
+        if !weights_values(model, probs) {
             return Proposal::NoMatch;
         }
         match fuse(model, id) {
@@ -109,6 +104,8 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     let mut removed = vec![softmax];
 
     // Downstream: P·V → Transpose(0,2,1,3) → Reshape to [B, S, N·D].
+    let (guard, probs) = guarded_probs(model, probs)?;
+    removed.extend(guard);
     let (pv_id, pv) = sole_consumer_op(g, probs, "MatMul", "attention probabilities")?;
     if pv.input(0) != Some(probs) {
         return Err(format!(
@@ -169,8 +166,16 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
         .clone()
         .ok_or_else(|| format!("shape of scores '{}' is unknown", g.name(scores)))?;
 
-    let q_heads = qk.input(0).ok_or("MatMul input")?;
-    let k_heads = qk.input(1).ok_or("MatMul input")?;
+    let mut q_heads = qk.input(0).ok_or("MatMul input")?;
+    let mut k_heads = qk.input(1).ok_or("MatMul input")?;
+    // sdpa's export scales Q and Kᵀ by √scale each.
+    for operand in [&mut q_heads, &mut k_heads] {
+        if let Some((id, x, c)) = operand_scale(model, *operand, qk_id) {
+            removed.push(id);
+            *operand = x;
+            scale *= c;
+        }
+    }
     let (qn, q_lin, heads, head_size) = heads_of(model, q_heads, &[0, 2, 1, 3], "query")?;
     let (kn, k_lin, kh, kd) = heads_of(model, k_heads, &[0, 2, 3, 1], "key")?;
     let (vn, v_lin, vh, vd) = heads_of(model, v_heads, &[0, 2, 1, 3], "value")?;

@@ -37,8 +37,9 @@ use crate::ir::{attr, Model, Node, NodeId, ValueId};
 use crate::ops::reduce::Softmax;
 use crate::passes::attention_mask::{attention_mask, op_filter};
 use crate::passes::matchers::{
-    concat_axis, fresh_node_name, int32_mask, produced_by, require_f32_or_f16, require_perm,
-    score_scale, slice_params, sole_consumer, sole_consumer_op,
+    concat_axis, fresh_node_name, guarded_probs, int32_mask, operand_scale, produced_by,
+    require_f32_or_f16, require_perm, score_scale, slice_params, sole_consumer, sole_consumer_op,
+    weights_values,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 use crate::tensor::DType;
@@ -68,13 +69,7 @@ impl Rule for FuseMultiHeadAttention {
         let Some(scores) = scores_matmul(model, sm) else {
             return Proposal::NoMatch;
         };
-        let weights_values = sm.output(0).is_some_and(|p| {
-            g.consumers(p).iter().any(|&c| {
-                let n = g.node(c);
-                n.is("MatMul") && n.input(0) == Some(p)
-            })
-        });
-        if !weights_values {
+        if !sm.output(0).is_some_and(|p| weights_values(model, p)) {
             return Proposal::NoMatch;
         }
         Proposal::from(fuse(model, id, scores).map(Some))
@@ -155,10 +150,22 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         sole_consumer(g, v)?;
     }
 
-    let q = query(model, mm.input(0).ok_or("MatMul has no input")?, mm_id)?;
+    // sdpa's export scales Q and Kᵀ by √scale each: (operand, the node that reads it).
+    let mut operands = [0, 1].map(|i| (mm.input(i), mm_id));
+    for (v, reader) in &mut operands {
+        let Some(x) = *v else { continue };
+        if let Some((id, inner, c)) = operand_scale(model, x, mm_id) {
+            remove.push(id);
+            (*v, *reader) = (Some(inner), id);
+            scale *= c;
+        }
+    }
+    let [(q_in, q_reader), (k_in, k_reader)] = operands;
+    let q = query(model, q_in.ok_or("MatMul has no input")?, q_reader)?;
     remove.extend(&q.remove);
     let (heads, head) = (q.heads, q.head);
-    let probs = sm.output(0).ok_or("Softmax has no output")?;
+    let (guard, probs) = guarded_probs(model, sm.output(0).ok_or("Softmax has no output")?)?;
+    remove.extend(guard);
     let (ctx_id, ctx_n) = sole_consumer_op(g, probs, "MatMul", "attention probabilities")?;
     let ctx = ctx_n.output(0).ok_or("MatMul has no output")?;
     if ctx_n.input(0) != Some(probs) {
@@ -166,8 +173,8 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     }
     let kv = keys_and_values(
         model,
-        mm.input(1).ok_or("MatMul has no second input")?,
-        mm_id,
+        k_in.ok_or("MatMul has no second input")?,
+        k_reader,
         ctx_n.input(1).ok_or("MatMul has no second input")?,
         ctx_id,
         (heads, head),

@@ -391,6 +391,84 @@ pub fn score_scale(model: &Model, v: ValueId) -> Result<Option<(NodeId, ValueId,
     Ok(Some((id, x, scale)))
 }
 
+/// An operand of the score MatMul scaled on its own, as torch's export of
+/// scaled_dot_product_attention scales Q and Kᵀ each by √scale: `Mul(x, c)` with c a scalar
+/// constant and the product read only by `reader`. Returns (the Mul, x, c); None for any other
+/// operand (then the operand is matched as it is).
+pub fn operand_scale(model: &Model, v: ValueId, reader: NodeId) -> Option<(NodeId, ValueId, f64)> {
+    let g = &model.graph;
+    let (id, mul) = produced_by(g, v, "Mul")?;
+    if g.consumers(v) != [reader] || g.is_graph_output(v) {
+        return None;
+    }
+    let (a, b) = (mul.input(0)?, mul.input(1)?);
+    let (x, c) = match (single_value(model, a, b), single_value(model, b, a)) {
+        (_, Some(c)) => (a, c),
+        (Some(c), None) => (b, c),
+        _ => return None,
+    };
+    ((c as f32).is_finite() && c as f32 != 0.0).then_some((id, x, c))
+}
+
+/// The value of a one-element constant `v` that broadcasts against `other` without changing its
+/// shape (rank 0, or a rank no higher than `other`'s known rank): torch exports such scalars as
+/// [1] constants.
+fn single_value(model: &Model, v: ValueId, other: ValueId) -> Option<f64> {
+    let t = constant_value(model, v)?;
+    let rank_ok = t.shape().is_empty()
+        || model.graph.value(other).ty.rank().is_some_and(|r| t.shape().len() <= r);
+    match t.to_f64_vec().as_slice() {
+        [x] if rank_ok => Some(*x),
+        _ => None,
+    }
+}
+
+/// What the P·V MatMul reads from the attention probabilities `p`: `p` itself, or — torch's
+/// export of scaled_dot_product_attention — `Where(IsNaN(p), 0, p)`, which zeroes the NaN rows
+/// a softmax over only -inf scores gives. With a finite mask value (what the mask prover
+/// accepts) a row is NaN only when its scores are (NaN or infinite inputs), so the guard is a
+/// no-op on every finite input and goes with the fused nodes. Returns (guard nodes, the value
+/// read).
+pub fn guarded_probs(model: &Model, p: ValueId) -> Result<(Vec<NodeId>, ValueId), String> {
+    let g = &model.graph;
+    let readers = g.consumers(p);
+    let [a, b] = readers else {
+        return Ok((vec![], p));
+    };
+    let (nan_id, where_id) = if g.node(*a).is("IsNaN") { (*a, *b) } else { (*b, *a) };
+    let (isnan, wh) = (g.node(nan_id), g.node(where_id));
+    if !isnan.is("IsNaN") || !wh.is("Where") {
+        return Ok((vec![], p));
+    }
+    let flag = isnan.output(0).ok_or("IsNaN has no output")?;
+    let zero = wh.input(1).and_then(|z| single_value(model, z, p));
+    if g.consumers(flag) != [where_id]
+        || g.is_graph_output(flag)
+        || wh.input(0) != Some(flag)
+        || wh.input(2) != Some(p)
+        || zero != Some(0.0)
+    {
+        return Err(format!(
+            "the probabilities feed IsNaN '{}' and Where '{}' that are not Where(IsNaN(p), 0, p)",
+            isnan.label(nan_id),
+            wh.label(where_id)
+        ));
+    }
+    let out = wh.output(0).ok_or("Where has no output")?;
+    Ok((vec![nan_id, where_id], out))
+}
+
+/// True when the probabilities `p` (through sdpa's NaN guard, if any) are the first operand of
+/// a MatMul: a Softmax that weights values (P·V) looks like attention.
+pub fn weights_values(model: &Model, p: ValueId) -> bool {
+    let g = &model.graph;
+    let read = guarded_probs(model, p).map_or(p, |(_, v)| v);
+    g.consumers(read).iter().any(|&c| {
+        let n = g.node(c);
+        n.is("MatMul") && n.input(0) == Some(read)
+    })
+}
+
 /// The constant `(axis, start, end, step)` of a one-axis Slice (opset ≥ 10 inputs).
 pub fn slice_params(model: &Model, n: &Node) -> Option<(i64, i64, i64, i64)> {
     let ints = |i: usize| -> Option<Vec<i64>> { constant_value(model, n.input(i)?)?.to_i64_vec() };
