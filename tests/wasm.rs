@@ -460,7 +460,7 @@ async fn zoo_models_on_webgpu_match_the_reference_backend() {
         let o = m.optimize(js(&options)).unwrap();
         let optimized = o.model().inner().clone();
         let original = (m.inner(), Original::OnWebgpu);
-        bad.extend(check_on_webgpu(z.name, original, &optimized, &dims, z.bound).await);
+        bad.extend(check_on_webgpu(z.name(), original, &optimized, &dims, z.bound).await);
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

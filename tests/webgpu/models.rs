@@ -14,7 +14,7 @@ pub fn zoo_models_match_the_reference(gpu: &Gpu) {
     let limits = Limits::default();
     let mut bad = Vec::new();
     for z in gpu_parity::ZOO {
-        let m = fuselab::io::load_file(&common::repo().join(z.path), &limits).unwrap();
+        let m = fuselab::io::load_file(&common::repo().join(z.path()), &limits).unwrap();
         let (fused, _) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
         let inputs = zoo_inputs(&m, z.batch, z.seq);
         let (du, nu) = max_abs_diff(gpu, &m, &inputs);
@@ -22,15 +22,18 @@ pub fn zoo_models_match_the_reference(gpu: &Gpu) {
         println!(
             "{} {}x{}: max |diff| {du:e} original ({nu} dispatches), {df:e} optimized ({nf}); \
              bound {:e}",
-            z.name, z.batch, z.seq, z.bound
+            z.name(),
+            z.batch,
+            z.seq,
+            z.bound
         );
         if du > z.bound || df > z.bound {
-            bad.push(format!("{}: {du:e} / {df:e} over {:e}", z.name, z.bound));
+            bad.push(format!("{}: {du:e} / {df:e} over {:e}", z.name(), z.bound));
         }
         if nf >= nu {
             bad.push(format!(
                 "{}: {nf} dispatches optimized, {nu} original",
-                z.name
+                z.name()
             ));
         }
     }
