@@ -20,8 +20,11 @@ cargo clippy --all-targets -- -D warnings
 step "cargo clippy (wasm32: lib and the wasm test)"
 cargo clippy --target wasm32-unknown-unknown --lib --test wasm -- -D warnings
 step "wasm API tests (wasm-bindgen-test-runner, headless Chromium via chromium-driver)"
-CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
-  cargo test --target wasm32-unknown-unknown --test wasm
+# The runner gives the whole page 20 s by default; the WebGPU model parity tests take ~30 s on
+# SwiftShader. --nocapture prints their per-model diffs and dispatch counts.
+WASM_BINDGEN_TEST_TIMEOUT=600 \
+  CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+  cargo test --target wasm32-unknown-unknown --test wasm -- --nocapture
 step "cargo test"
 # The WebGPU tests (tests/webgpu.rs) skip on a machine without a GPU adapter; here that is a
 # failure: setup.sh installs lavapipe, so a missing adapter means a broken setup.

@@ -1,12 +1,26 @@
 //! The wasm API (src/wasm.rs) as the page calls it, run by wasm-bindgen-test-runner in headless
 //! Chromium (chromium-driver): the bundled example optimizes to one AddEyeLike with exact parity,
 //! the graph views link the fused node to the nodes it replaced, run and bench work, and bad
-//! input is an error naming what is wrong, not a trap.
+//! input is an error naming what is wrong, not a trap; and on the browser's WebGPU (SwiftShader
+//! in headless Chromium) every model of `common::gpu_parity`, MobileNetV3 and a ResNet-like
+//! block run original and optimized as the reference backend computes them.
 //!
-//! `CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
-//!    cargo test --target wasm32-unknown-unknown --test wasm`
+//! `WASM_BINDGEN_TEST_TIMEOUT=600 \
+//!    CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+//!    cargo test --target wasm32-unknown-unknown --test wasm -- --nocapture` (scripts/test.sh; the
+//! runner's default 20 s for the whole page is too short for the model tests, and
+//! `--nocapture` prints their diffs and dispatch counts). MobileNetV3 comes from
+//! tests/data/models/torchvision/, which scripts/setup.sh fills (scripts/fetch_models.py):
+//! without it this file does not compile.
 #![cfg(target_arch = "wasm32")]
 
+mod common;
+
+use std::collections::HashMap;
+
+use common::gpu_parity;
+use fuselab::ir::Model;
+use fuselab::runtime::reference::Executor;
 use fuselab::wasm::{Bench, GpuBench, GpuModel, WasmModel};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
@@ -222,7 +236,6 @@ fn external_data_files_come_with_the_model() {
 /// it, in 2 and 1 dispatches.
 #[wasm_bindgen_test]
 async fn webgpu_in_the_browser_matches_the_reference_backend() {
-    use std::collections::HashMap;
     let m = WasmModel::load(EXAMPLE, JsValue::UNDEFINED).unwrap();
     let o = m.optimize(js(r#"{"dims": {"N": 33}}"#)).unwrap();
     let dims = HashMap::from([("N".to_string(), 33usize)]);
@@ -250,7 +263,6 @@ async fn webgpu_in_the_browser_matches_the_reference_backend() {
 /// `calibrate` or `step` at a time.
 #[wasm_bindgen_test]
 async fn gpu_bench_times_both_graphs_on_webgpu() {
-    use std::collections::HashMap;
     use wasm_bindgen_futures::JsFuture;
     let m = WasmModel::load(EXAMPLE, JsValue::UNDEFINED).unwrap();
     let o = m.optimize(js(r#"{"dims": {"N": 33}}"#)).unwrap();
@@ -330,4 +342,181 @@ fn scripted_clock() -> js_sys::Function {
         .call1(&JsValue::NULL, &js_sys::Float64Array::from(&t[..]))
         .unwrap()
         .into()
+}
+
+/// `model` on the reference backend.
+fn on_reference(
+    model: &Model,
+    feeds: &HashMap<String, fuselab::Tensor>,
+) -> Vec<(String, fuselab::Tensor)> {
+    let limits = fuselab::Limits::default();
+    Executor::new(model, &limits).unwrap().run(feeds).unwrap()
+}
+
+/// `model` on the browser's WebGPU, prepared for `dims`: its outputs and the dispatches of one
+/// run.
+async fn on_webgpu(
+    model: &Model,
+    dims: &HashMap<String, usize>,
+    feeds: &HashMap<String, fuselab::Tensor>,
+) -> (Vec<(String, fuselab::Tensor)>, usize) {
+    let g = GpuModel::prepare_with(model.clone(), dims.clone())
+        .await
+        .unwrap_or_else(|e| panic!("cannot prepare the model on this browser's WebGPU: {e:?}"));
+    (g.run_inputs(feeds).await.unwrap(), g.dispatches())
+}
+
+/// Where the original graph is compared.
+#[derive(PartialEq)]
+enum Original {
+    /// Run on WebGPU too, against its reference run; the optimized graph must take fewer
+    /// dispatches.
+    OnWebgpu,
+    /// It has an op without a WebGPU kernel: the optimized graph's WebGPU run is compared with
+    /// the original's reference run instead.
+    ReferenceOnly,
+}
+
+/// One model on WebGPU against the reference backend: the original, the optimized graph and
+/// the optimized graph as the page's WebGPU benchmark runs it (`pipeline::for_backend`, with
+/// the elementwise lowering), all on the same seeded inputs (those the native tests use), each
+/// within `bound`. Logs the diffs and dispatches; returns what is wrong (empty when all is
+/// well).
+async fn check_on_webgpu(
+    name: &str,
+    (original, how): (&Model, Original),
+    optimized: &Model,
+    dims: &HashMap<String, usize>,
+    bound: f64,
+) -> Vec<String> {
+    let start = js_sys::Date::now();
+    let limits = fuselab::Limits::default();
+    let feeds =
+        fuselab::runtime::inputs::random_inputs(original, &HashMap::new(), dims, 7, &limits)
+            .unwrap();
+    let lowered =
+        fuselab::pipeline::for_backend(optimized, fuselab::pipeline::Backend::Webgpu).unwrap();
+    let (got_f, nf) = on_webgpu(optimized, dims, &feeds).await;
+    let df = gpu_parity::max_abs_diff(&on_reference(optimized, &feeds), &got_f);
+    let (got_l, nl) = on_webgpu(&lowered, dims, &feeds).await;
+    let dl = gpu_parity::max_abs_diff(&on_reference(&lowered, &feeds), &got_l);
+    let want_u = on_reference(original, &feeds);
+    let (du, nu) = match how {
+        Original::OnWebgpu => {
+            let (got_u, nu) = on_webgpu(original, dims, &feeds).await;
+            (gpu_parity::max_abs_diff(&want_u, &got_u), Some(nu))
+        }
+        Original::ReferenceOnly => (gpu_parity::max_abs_diff(&want_u, &got_f), None),
+    };
+    let original_is = match nu {
+        Some(n) => format!("original ({n} dispatches)"),
+        None => "optimized on WebGPU vs original on reference (no WebGPU run of it)".into(),
+    };
+    // The outputs' scale, to read the diffs against.
+    let largest = want_u
+        .iter()
+        .flat_map(|(_, t)| t.to_f64_vec())
+        .fold(0.0f64, |m, v| m.max(v.abs()));
+    let mut dims: Vec<_> = dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    dims.sort();
+    wasm_bindgen_test::console_log!(
+        "{name} ({}): max |diff| {du:.2e} {original_is}, {df:.2e} optimized ({nf}), {dl:.2e} \
+         lowered for WebGPU ({nl}); bound {bound:e}; max |output| {largest:.2e}; {:.1} s",
+        dims.join(", "),
+        (js_sys::Date::now() - start) / 1000.0
+    );
+    let mut bad = Vec::new();
+    for (graph, d) in [
+        (original_is.as_str(), du),
+        ("optimized", df),
+        ("lowered", dl),
+    ] {
+        // `max_abs_diff` is infinite where an output has a NaN.
+        if d > bound {
+            bad.push(format!("{name} {graph}: max |diff| {d:e} over {bound:e}"));
+        }
+    }
+    if !(nu.is_none_or(|nu| nf < nu) && nl <= nf) {
+        bad.push(format!(
+            "{name}: {nu:?} dispatches original, {nf} optimized, {nl} lowered"
+        ));
+    }
+    bad
+}
+
+/// Every transformer of `gpu_parity::ZOO` (GatherND, DynamicQuantizeLinear, MatMulInteger,
+/// DynamicQuantizeMatMul, MatMulNBits, RotaryEmbedding, GroupQueryAttention,
+/// MultiHeadAttention, Attention, (Skip)(Simplified)LayerNormalization, FastGelu, BiasGelu,
+/// Gelu, float16, ViT's and Whisper's Convs), optimized as the page does (`Model.optimize`), on
+/// the browser's WebGPU against the reference backend at the sizes and bounds the native tests
+/// use (tests/webgpu/models.rs), in fewer dispatches optimized.
+#[wasm_bindgen_test]
+async fn zoo_models_on_webgpu_match_the_reference_backend() {
+    let mut bad = Vec::new();
+    for z in gpu_parity::ZOO {
+        let m = WasmModel::load(z.bytes, JsValue::UNDEFINED).unwrap();
+        let dims = z.dims();
+        let options = serde_json::json!({"dims": dims, "parity": false}).to_string();
+        let o = m.optimize(js(&options)).unwrap();
+        let optimized = o.model().inner().clone();
+        let original = (m.inner(), Original::OnWebgpu);
+        bad.extend(check_on_webgpu(z.name(), original, &optimized, &dims, z.bound).await);
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// torchvision's MobileNetV3-small at 224×224 (filled by scripts/fetch_models.py, which
+/// scripts/setup.sh runs): depthwise and strided Convs, FusedConv (Relu, and HardSigmoid with
+/// its parameters), HardSwish (not fused: onnxruntime's FusedConv has no HardSwish),
+/// GlobalAveragePool, the squeeze-excitation Mul, Gemm.
+#[wasm_bindgen_test]
+async fn mobilenet_on_webgpu_matches_the_reference_backend() {
+    const MOBILENET: &[u8] = include_bytes!("data/models/torchvision/mobilenet_v3_small.onnx");
+    let m = WasmModel::load(MOBILENET, JsValue::UNDEFINED).unwrap();
+    let o = m
+        .optimize(js(r#"{"dims": {"batch": 1}, "parity": false}"#))
+        .unwrap();
+    let optimized = o.model().inner().clone();
+    let fused = gpu_parity::fused_convs(&optimized);
+    wasm_bindgen_test::console_log!("mobilenet_v3_small FusedConv: {fused:?}");
+    assert!(
+        fused.contains_key("Relu") && fused.contains_key("HardSigmoid"),
+        "{fused:?}"
+    );
+    let dims = HashMap::from([("batch".to_string(), 1)]);
+    let bad = check_on_webgpu(
+        "mobilenet_v3_small",
+        (m.inner(), Original::OnWebgpu),
+        &optimized,
+        &dims,
+        gpu_parity::TORCHVISION_BOUND,
+    )
+    .await;
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// `gpu_parity::resnet_block`: Conv + BatchNormalization + Relu, MaxPool, the residual Add +
+/// Relu, HardSigmoid, GlobalAveragePool; optimized, the batch norms fold and four FusedConvs
+/// (with Relu, the residual Z, HardSigmoid's alpha and beta) remain.
+#[wasm_bindgen_test]
+async fn resnet_block_on_webgpu_matches_the_reference_backend() {
+    let m = gpu_parity::resnet_block();
+    let opts = fuselab::pipeline::OptimizeOptions::default();
+    let (optimized, report) = fuselab::pipeline::optimize(&m, &opts, &js_sys::Date::now).unwrap();
+    assert_eq!(report.parity.map(|p| p.ok), Some(true));
+    let fused: Vec<_> = gpu_parity::fused_convs(&optimized).into_iter().collect();
+    let want = [("HardSigmoid", 1), ("Relu", 2), ("Relu+Z", 1)];
+    assert_eq!(fused, want.map(|(k, n)| (k.to_string(), n)), "FusedConv");
+    let ops = fuselab::report::op_histogram(&optimized);
+    assert_eq!(ops.get("BatchNormalization"), None, "{ops:?}");
+    let mut bad = Vec::new();
+    for batch in [1, 2] {
+        let dims = HashMap::from([("batch".to_string(), batch)]);
+        let name = "resnet_block";
+        let bound = gpu_parity::RESNET_BLOCK_BOUND;
+        // BatchNormalization has no WebGPU kernel: the original runs on the reference only.
+        let original = (&m, Original::ReferenceOnly);
+        bad.extend(check_on_webgpu(name, original, &optimized, &dims, bound).await);
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

@@ -80,6 +80,15 @@ impl GpuModel {
         })
     }
 
+    /// One run on given inputs, for Rust callers (the wasm tests: the same feeds as the
+    /// reference backend's run of another graph): outputs by name.
+    pub async fn run_inputs(
+        &self,
+        inputs: &HashMap<String, Tensor>,
+    ) -> Result<Vec<(String, Tensor)>, JsValue> {
+        self.session.run(inputs).await.map_err(js_err)
+    }
+
     /// One run for Rust callers: outputs by name.
     pub async fn run_with(
         &self,

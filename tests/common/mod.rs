@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod gpu_parity;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 
