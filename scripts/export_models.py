@@ -346,13 +346,21 @@ def main() -> int:
     ap.add_argument("--zoo", action="store_true",
                     help="export the model zoo of tests/models/zoo/ (scripts/export_zoo.py) "
                          "instead of the GPT-2/BERT files of tests/models/")
+    ap.add_argument("--only", default="",
+                    help="with --zoo: only these comma-separated names (the README keeps the "
+                         "other rows)")
     args = ap.parse_args()
     if args.zoo:
         import export_zoo
         torch.set_grad_enabled(False)
-        rows = export_zoo.export_all(None)
-        export_zoo.write_readme(rows, ".venv-export/bin/python scripts/export_models.py --zoo")
-        print(f"wrote {export_zoo.ZOO.relative_to(REPO)}/README.md, VERSIONS.txt")
+        only = set(filter(None, args.only.split(","))) or None
+        rows = export_zoo.export_all(only)
+        if only:
+            from zoo_derived import update_readme
+            update_readme(rows)
+        else:
+            export_zoo.write_readme(rows, ".venv-export/bin/python scripts/export_models.py --zoo")
+        print(f"wrote {export_zoo.ZOO.relative_to(REPO)}/README.md" + ("" if only else ", VERSIONS.txt"))
         return 0
     command = ".venv-export/bin/python scripts/export_models.py" + (
         " --ort-optimizer" if args.ort_optimizer else "")

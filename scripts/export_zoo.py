@@ -127,6 +127,26 @@ def build_llama():
     return CausalLmLogits(LlamaForCausalLM(cfg)).eval()
 
 
+def build_llama_sdpa():
+    """The Llama above with transformers' default attention (torch's scaled_dot_product_attention:
+    Q and Kᵀ scaled by √scale each, Where(IsNaN(P), 0, P) after the Softmax)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(**{**text_config(num_key_value_heads=2, tie_word_embeddings=False),
+                         "attn_implementation": "sdpa"})
+    return CausalLmLogits(LlamaForCausalLM(cfg)).eval()
+
+
+def build_gpt2_sdpa():
+    """tests/models' GPT-2 with transformers' default (sdpa) attention."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=em.VOCAB, n_positions=128, n_embd=64, n_layer=2, n_head=4,
+                     bos_token_id=em.VOCAB - 1, eos_token_id=em.VOCAB - 1, use_cache=False,
+                     attn_implementation="sdpa")
+    return CausalLmLogits(GPT2LMHeadModel(cfg)).eval()
+
+
 def build_qwen2():
     from transformers import Qwen2Config, Qwen2ForCausalLM
     torch.manual_seed(0)
@@ -316,6 +336,10 @@ def lm_axes(out: str) -> dict:
 EXPORTS = {
     "llama_gqa_tiny": (build_llama, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
                        export_legacy),
+    "gpt2_tiny_sdpa": (build_gpt2_sdpa, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                       export_legacy),
+    "llama_gqa_tiny_sdpa": (build_llama_sdpa, text_feeds, ["logits"], lm_axes("logits"),
+                            TEXT_SHAPES, export_legacy),
     "qwen2_tiny": (build_qwen2, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
                    export_legacy),
     "phi_tiny": (build_phi, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
@@ -356,7 +380,7 @@ def export_all(only: set[str] | None) -> list[dict]:
             diff = check_vs_torch(module, full, make_feeds, shapes)
             if full != path:
                 model = save_checked(strip_weights(model), path)
-        row = describe(path, model) | {"check": f"max |ORT - torch| {diff:.2e}"}
+        row = describe(path, model) | {"check": f"max \\|ORT - torch\\| {diff:.2e}"}
         rows.append(row)
         print(f"{path.relative_to(em.REPO)}: {row['bytes']:,} bytes, {row['nodes']} nodes, "
               f"{row['check']}")
@@ -369,8 +393,8 @@ def export_all(only: set[str] | None) -> list[dict]:
 
 
 def write_readme(rows: list[dict], command: str) -> None:
-    """tests/models/zoo/README.md and VERSIONS.txt. With --only, rows of files not exported this
-    time are kept from the previous README's JSON block."""
+    """tests/models/zoo/README.md and VERSIONS.txt (a partial export, --only, updates the README's
+    rows instead: zoo_derived.update_readme)."""
     v = em.versions()
     (ZOO / "VERSIONS.txt").write_text(
         "".join(f"{k} {val}\n" for k, val in v.items())

@@ -43,7 +43,8 @@ use crate::ops;
 use crate::passes::attention_mask::{attention_mask, op_filter};
 use crate::passes::matchers::{
     bias_add, constant_value, fresh_node_name, guarded_probs, int32_mask, operand_scale,
-    produced_by, require_f32_or_f16, require_perm, score_scale, sole_consumer, sole_consumer_op, weights_values,
+    produced_by, require_f32_or_f16, require_perm, score_scale, sole_consumer, sole_consumer_op,
+    weights_values,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::{DType, Tensor};

@@ -34,6 +34,7 @@
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
 use crate::ir::{attr, Model, Node, NodeId, ValueId};
+use crate::onnx::tensor::from_tensor;
 use crate::ops::reduce::Softmax;
 use crate::passes::attention_mask::{attention_mask, op_filter};
 use crate::passes::matchers::{
@@ -42,7 +43,8 @@ use crate::passes::matchers::{
     weights_values,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
-use crate::tensor::DType;
+use crate::tensor::{DType, Tensor};
+use ndarray::{ArrayD, IxDyn};
 
 pub struct FuseMultiHeadAttention;
 
@@ -165,6 +167,7 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     remove.extend(&q.remove);
     let (heads, head) = (q.heads, q.head);
     let (guard, probs) = guarded_probs(model, sm.output(0).ok_or("Softmax has no output")?)?;
+    let nan_guard = !guard.is_empty();
     remove.extend(guard);
     let (ctx_id, ctx_n) = sole_consumer_op(g, probs, "MatMul", "attention probabilities")?;
     let ctx = ctx_n.output(0).ok_or("MatMul has no output")?;
@@ -217,7 +220,7 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         opsets: vec![(MS_DOMAIN.to_string(), 1)],
         ..Default::default()
     };
-    let out: ValueRef = if to_rows {
+    let mut out: ValueRef = if to_rows {
         let name = g.fresh_name(&format!("{}_heads", g.name(y)));
         let heads_out = patch.new_value(&name, q_ty.clone());
         let mut rows: NewNode = out_n.clone().into();
@@ -256,6 +259,14 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         // only when a whole sequence is padding, as `attention` accepts) keeps that meaning.
         if dt == DType::F32 && is_attention_bias(model, m, &scores_dims, heads, dt) {
             mha.inputs.extend([None, None, Some(m.into())]);
+            if nan_guard {
+                // The guard zeroes a row whose bias is -inf throughout (its softmax is NaN);
+                // onnxruntime's op gives NaN there, so the rows are zeroed after it.
+                let raw = g.fresh_name(&format!("{}_unguarded", g.name(y)));
+                let raw = patch.new_value(&raw, q_ty.clone());
+                zero_masked_rows(model, &mut patch, m, raw, out, dt)?;
+                out = raw;
+            }
         } else {
             let proved = attention_mask(model, m, &scores_dims).map_err(|why| {
                 if dt == DType::F32 {
@@ -275,6 +286,13 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
                 let kpm = int32_mask(g, &mut patch, a, g.name(y))?;
                 mha.inputs.extend([None, Some(kpm)]);
             }
+            if nan_guard && !proved.filter.is_finite() {
+                return Err(format!(
+                    "the Where(IsNaN(P), 0, P) guard zeroes rows the mask value {} hides \
+                     throughout; mask_filter_value does not",
+                    proved.filter
+                ));
+            }
             let filter = op_filter(dt, proved.filter, false)?;
             mha.set_attr(attr::float("mask_filter_value", filter));
         }
@@ -284,6 +302,106 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     mha.set_attr(attr::float("scale", scale as f32));
     patch.add.push(mha);
     Ok(patch)
+}
+
+/// `out = Where(rows, y, 0)` with `rows` [B or 1, S, 1] true where the attention_bias `bias`
+/// [B or 1, 1, S, L] has a key above -inf: what sdpa's NaN guard leaves of a row whose keys are
+/// all -inf (zeros), built from ops every backend runs (Greater, Cast, ReduceSum, Squeeze,
+/// Where). Every layer computes the same `rows`; common-subexpression elimination keeps one.
+fn zero_masked_rows(
+    model: &Model,
+    patch: &mut Patch,
+    bias: ValueId,
+    y: ValueRef,
+    out: ValueRef,
+    dt: DType,
+) -> Result<(), String> {
+    let g = &model.graph;
+    if !matches!(
+        g.value(bias).ty.shape.as_deref(),
+        Some([_, Dim::Known(1), _, _])
+    ) {
+        return Err(
+            "the NaN guard with a per-head attention_bias (its rows differ by head)".into(),
+        );
+    }
+    let opset = model.opset("").unwrap_or(1);
+    let base = g.name(bias).to_string();
+    let scalar = |patch: &mut Patch, what: &str, t: Tensor| {
+        let name = g.fresh_name(&format!("{base}_{what}"));
+        patch.new_initializer(&name, from_tensor(&name, &t))
+    };
+    let value = |patch: &mut Patch, what: &str, dtype: DType| {
+        let name = g.fresh_name(&format!("{base}_{what}"));
+        patch.new_value(
+            &name,
+            TensorType {
+                dtype: Some(dtype),
+                shape: None,
+            },
+        )
+    };
+    let node = |patch: &mut Patch, op: &str, inputs: Vec<ValueRef>, output: ValueRef| {
+        let mut n = NewNode::new(op, "");
+        // Two Greaters in one patch: the graph's fresh names alone would collide.
+        n.name = fresh_node_name(g, &format!("{base}_{op}_{}", patch.add.len()));
+        n.inputs = inputs.into_iter().map(Some).collect();
+        n.outputs = vec![Some(output)];
+        patch.add.push(n);
+        patch.add.len() - 1
+    };
+    let neg_inf = scalar(
+        patch,
+        "neg_inf",
+        Tensor::F32(ArrayD::from_elem(IxDyn(&[]), f32::NEG_INFINITY)),
+    );
+    let kept = value(patch, "kept", DType::BOOL);
+    node(patch, "Greater", vec![bias.into(), neg_inf], kept);
+    let kept_f = value(patch, "kept_f", DType::F32);
+    let i = node(patch, "Cast", vec![kept], kept_f);
+    patch.add[i].set_attr(attr::int("to", DType::F32.0 as i64));
+    let count = value(patch, "kept_keys", DType::F32);
+    let i = if opset >= 13 {
+        let axes = scalar(
+            patch,
+            "last_axis",
+            Tensor::I64(ArrayD::from_elem(IxDyn(&[1]), -1)),
+        );
+        node(patch, "ReduceSum", vec![kept_f, axes], count)
+    } else {
+        let i = node(patch, "ReduceSum", vec![kept_f], count);
+        patch.add[i].set_attr(attr::ints("axes", &[-1]));
+        i
+    };
+    patch.add[i].set_attr(attr::int("keepdims", 1));
+    let zero_f = scalar(
+        patch,
+        "zero",
+        Tensor::F32(ArrayD::from_elem(IxDyn(&[]), 0.0)),
+    );
+    let any = value(patch, "any_key", DType::BOOL);
+    node(patch, "Greater", vec![count, zero_f], any);
+    let rows = value(patch, "rows", DType::BOOL);
+    if opset >= 13 {
+        let axes = scalar(
+            patch,
+            "head_axis",
+            Tensor::I64(ArrayD::from_elem(IxDyn(&[1]), 1)),
+        );
+        node(patch, "Squeeze", vec![any, axes], rows);
+    } else {
+        let i = node(patch, "Squeeze", vec![any], rows);
+        patch.add[i].set_attr(attr::ints("axes", &[1]));
+    }
+    let zero = scalar(
+        patch,
+        "zero_out",
+        Tensor::F32(ArrayD::from_elem(IxDyn(&[]), 0.0))
+            .narrow(dt)
+            .ok_or("the output type")?,
+    );
+    node(patch, "Where", vec![rows, y, zero], out);
+    Ok(())
 }
 
 /// The query side of the score MatMul: q2 (the 3-D projection), the nodes that go, the heads

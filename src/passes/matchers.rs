@@ -416,7 +416,12 @@ pub fn operand_scale(model: &Model, v: ValueId, reader: NodeId) -> Option<(NodeI
 fn single_value(model: &Model, v: ValueId, other: ValueId) -> Option<f64> {
     let t = constant_value(model, v)?;
     let rank_ok = t.shape().is_empty()
-        || model.graph.value(other).ty.rank().is_some_and(|r| t.shape().len() <= r);
+        || model
+            .graph
+            .value(other)
+            .ty
+            .rank()
+            .is_some_and(|r| t.shape().len() <= r);
     match t.to_f64_vec().as_slice() {
         [x] if rank_ok => Some(*x),
         _ => None,
@@ -435,7 +440,11 @@ pub fn guarded_probs(model: &Model, p: ValueId) -> Result<(Vec<NodeId>, ValueId)
     let [a, b] = readers else {
         return Ok((vec![], p));
     };
-    let (nan_id, where_id) = if g.node(*a).is("IsNaN") { (*a, *b) } else { (*b, *a) };
+    let (nan_id, where_id) = if g.node(*a).is("IsNaN") {
+        (*a, *b)
+    } else {
+        (*b, *a)
+    };
     let (isnan, wh) = (g.node(nan_id), g.node(where_id));
     if !isnan.is("IsNaN") || !wh.is("Where") {
         return Ok((vec![], p));
@@ -460,13 +469,20 @@ pub fn guarded_probs(model: &Model, p: ValueId) -> Result<(Vec<NodeId>, ValueId)
 
 /// True when the probabilities `p` (through sdpa's NaN guard, if any) are the first operand of
 /// a MatMul: a Softmax that weights values (P·V) looks like attention.
+/// (A guard that is not sdpa's still counts, so that the rule reports why it stops there.)
 pub fn weights_values(model: &Model, p: ValueId) -> bool {
     let g = &model.graph;
-    let read = guarded_probs(model, p).map_or(p, |(_, v)| v);
-    g.consumers(read).iter().any(|&c| {
-        let n = g.node(c);
-        n.is("MatMul") && n.input(0) == Some(read)
-    })
+    let first_of_matmul = |v: ValueId| {
+        g.consumers(v).iter().any(|&c| {
+            let n = g.node(c);
+            n.is("MatMul") && n.input(0) == Some(v)
+        })
+    };
+    first_of_matmul(p)
+        || g.consumers(p).iter().any(|&c| {
+            let n = g.node(c);
+            n.is("Where") && n.output(0).is_some_and(first_of_matmul)
+        })
 }
 
 /// The constant `(axis, start, end, step)` of a one-axis Slice (opset ≥ 10 inputs).

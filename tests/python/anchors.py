@@ -105,6 +105,8 @@ SUBJECTS = [
     _zoo("gpt2_tiny", "gpt2", REPO / "tests" / "models"),
     _zoo("gpt2_tiny_dynamo", "bert"),
     _zoo("gpt2_tiny_fp16", "gpt2"),
+    _zoo("gpt2_tiny_sdpa", "gpt2"),
+    _zoo("llama_gqa_tiny_sdpa", "gpt2"),
     _zoo("llama_gqa_tiny", "gpt2"),
     _zoo("llama_gqa_tiny_dynamo", "gpt2"),
     _zoo("llama_gqa_tiny_int4", "gpt2"),

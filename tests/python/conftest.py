@@ -236,6 +236,8 @@ ALLOWED_GAPS: dict[str, set[str]] = {
     f"{_TORCHVISION}/resnet18.onnx": set(),
     f"{_ZOO}/bert_tiny_int8.onnx": set(),
     f"{_ZOO}/gpt2_tiny_dynamo.onnx": set(),
+    f"{_ZOO}/gpt2_tiny_sdpa.onnx": set(),
+    f"{_ZOO}/llama_gqa_tiny_sdpa.onnx": set(),
     f"{_ZOO}/llama_gqa_tiny_dynamo.onnx": set(),
     f"{_ZOO}/llama_gqa_tiny_int4.onnx": set(),
     f"{_ZOO}/vit_tiny.onnx": set(),

@@ -18,7 +18,10 @@ import pytest
 
 from conftest import REPO, optimized_ops
 
-DECODERS = ["llama_gqa_tiny", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4", "qwen2_tiny", "phi_tiny"]
+# llama_gqa_tiny_sdpa: transformers' default attention (Q and Kᵀ each scaled by √scale, the
+# Where(IsNaN(P), 0, P) guard after the Softmax).
+DECODERS = ["llama_gqa_tiny", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4", "llama_gqa_tiny_sdpa",
+            "qwen2_tiny", "phi_tiny"]
 
 
 @pytest.mark.parametrize("stem", DECODERS)

@@ -33,6 +33,10 @@ CASES = {
     # [B, S, H] output feeds that Reshape. (onnxruntime's optimizer as model_type "gpt2" crashes on
     # this export, whose lm_head Gemm has no bias; "bert" runs its norm and Gelu fusions.)
     "gpt2_tiny_dynamo": ({"MultiHeadAttention": 2, "SkipLayerNormalization": 5, "FastGelu": 2}, "bert", 1e-4),
+    # transformers' default (sdpa) attention: Q and Kᵀ each scaled by √scale, Where(IsNaN(P), 0, P)
+    # after the Softmax; the causal + padding mask is an attention_bias of MultiHeadAttention.
+    "gpt2_tiny_sdpa": ({"MultiHeadAttention": 2, "SkipLayerNormalization": 5, "FastGelu": 2,
+                        "IsNaN": 0}, "gpt2", 1e-4),
     # The position ids are a Slice of a [1, 128] buffer to the input's length: their rows are
     # min(seq, 128), which is seq wherever the embedding Add runs, so the embedding norm is a
     # SkipLayerNormalization and the padding mask is provably [batch, seq] against the scores.
@@ -103,3 +107,26 @@ def test_encoder_fusions_run_in_onnxruntime(fuselab, tmp_path, stem):
                 assert float(d[padded].max()) <= PADDED_QUERY_ROWS[stem], (batch, seq, float(d[padded].max()))
             r = np.abs(ref[o.name].astype(np.float64) - g.astype(np.float64)).max()
             assert float(r) <= bound, (batch, seq, "fuselab's run of the original", float(r))
+
+
+def test_a_nan_guard_that_does_not_zero_is_not_fused(fuselab, tmp_path):
+    """sdpa's guard is Where(IsNaN(P), 0, P); with any other fill value the NaN rows keep a value
+    the fused op does not compute, so attention must stay unfused and the report says why."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(str(ZOO / "gpt2_tiny_sdpa.onnx"))
+    prod = {o: n for n in m.graph.node for o in n.output}
+    changed = 0
+    for n in m.graph.node:
+        if n.op_type == "Where" and n.input[0] in prod and prod[n.input[0]].op_type == "IsNaN":
+            fill = prod[n.input[1]]
+            assert fill.op_type == "Constant"
+            fill.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array([0.5], np.float32)))
+            changed += 1
+    assert changed == 2
+    src, out = tmp_path / "guard_half.onnx", tmp_path / "out.onnx"
+    onnx.save(m, str(src))
+    r = fuselab.ok("optimize", src, "-o", out)
+    assert "are not Where(IsNaN(p), 0, p)" in r.stdout, r.describe()
+    ops = optimized_ops(fuselab, src, out)
+    assert ops["MultiHeadAttention"] == 0 and ops["Attention"] == 0 and ops["Softmax"] == 2, ops
