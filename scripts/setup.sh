@@ -81,3 +81,8 @@ fi
 # file against its MANIFEST.json entry and only redoes what is missing or stale.
 log "real models (scripts/fetch_models.py; the first time ~3 min and a 53 MB download)"
 .venv/bin/python scripts/fetch_models.py
+
+# The real-size models' weights (tests/models/real/*.onnx.data, ~2.2 GB, gitignored): seeded
+# random values that scripts/gen_weights.py writes in a few seconds; kept when already complete.
+log "real-size model weights (scripts/gen_weights.py)"
+.venv/bin/python scripts/gen_weights.py
