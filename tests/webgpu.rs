@@ -439,6 +439,47 @@ fn comparisons_where_cast_expand(gpu: &Gpu) {
     check(gpu, &b.build(), &[("x", xs), ("y", ys)], 0.0);
 }
 
+/// IsNaN and IsInf (each sign choice) read the float's bits: NaN, ±infinity, ±0, the largest
+/// finite values and ordinary ones, as the reference computes them (Where turns the flags into
+/// numbers the comparison can read).
+fn nan_and_infinity_tests(gpu: &Gpu) {
+    let special = [
+        f32::NAN,
+        -f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        f32::MAX,
+        f32::MIN,
+        1.5,
+        -2.0,
+        f32::MIN_POSITIVE,
+    ];
+    let xs = Tensor::F32(
+        ndarray::ArrayD::from_shape_vec(vec![special.len()], special.to_vec()).unwrap(),
+    );
+    let cases: Vec<(&str, Vec<AttributeProto>)> = vec![
+        ("IsNaN", vec![]),
+        ("IsInf", vec![]),
+        ("IsInf", vec![attr::int("detect_positive", 0)]),
+        ("IsInf", vec![attr::int("detect_negative", 0)]),
+    ];
+    for (op, attrs) in cases {
+        let mut b = GraphBuilder::new("g", 20);
+        let x = f32_in(&mut b, "x", &[special.len()]);
+        let flag = b.op(op, &[x], attrs);
+        let one = b.initializer("one", &Tensor::F32(ndarray::ArrayD::from_elem(vec![], 1.0)));
+        let zero = b.initializer(
+            "zero",
+            &Tensor::F32(ndarray::ArrayD::from_elem(vec![], 0.0)),
+        );
+        let z = b.op("Where", &[flag, one, zero], vec![]);
+        b.output(z, "z");
+        assert_eq!(check(gpu, &b.build(), &[("x", xs.clone())], 0.0), 2, "{op}");
+    }
+}
+
 fn matmul_batched_broadcast_and_vectors(gpu: &Gpu) {
     for (a, bs) in [
         (vec![2, 3, 37, 19], vec![19, 23]),
@@ -1505,6 +1546,7 @@ const CASES: &[Case] = &[
         "comparisons_where_cast_expand",
         comparisons_where_cast_expand,
     ),
+    ("nan_and_infinity_tests", nan_and_infinity_tests),
     (
         "matmul_batched_broadcast_and_vectors",
         matmul_batched_broadcast_and_vectors,

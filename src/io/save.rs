@@ -4,10 +4,9 @@
 use prost::Message;
 
 use crate::ir::{Graph, Model, ValueId};
-use crate::onnx::proto::{
-    GraphProto, ModelProto, NodeProto, StringStringEntryProto, TensorProto, ValueInfoProto,
-    DATA_LOCATION_EXTERNAL,
-};
+use crate::onnx::proto::{GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::onnx::proto::{StringStringEntryProto, DATA_LOCATION_EXTERNAL};
 use crate::Result;
 
 fn value_info(g: &Graph, id: ValueId) -> ValueInfoProto {
@@ -105,6 +104,7 @@ pub const MAX_PROTO_BYTES: usize = (2 << 30) - 1;
 pub const DEFAULT_EXTERNAL_THRESHOLD: u64 = 1024;
 
 /// Offsets in the data file are multiples of this (aligned loads and mappings).
+#[cfg(not(target_arch = "wasm32"))]
 const EXTERNAL_ALIGN: u64 = 64;
 
 pub fn to_bytes(m: &Model) -> Result<Vec<u8>> {
@@ -133,6 +133,7 @@ pub struct Saved {
 
 /// The raw bytes of a top-level initializer with at least `threshold` of them (tensors kept in
 /// typed fields, subgraph initializers and smaller tensors stay in the model).
+#[cfg(not(target_arch = "wasm32"))]
 fn goes_external(t: &TensorProto, threshold: u64) -> bool {
     !t.raw_data.is_empty() && t.raw_data.len() as u64 >= threshold
 }

@@ -286,6 +286,10 @@ impl Op for IsNaN {
     fn kernel(&self) -> Kernel {
         is_nan
     }
+    /// On the bits: WGSL lets a compiler assume no NaN, so `v0 != v0` may fold to false.
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        float_ew(c, "u32((bitcast<u32>(v0) & 0x7fffffffu) > 0x7f800000u)")
+    }
 }
 
 #[derive(Debug)]
@@ -312,6 +316,20 @@ impl Op for IsInf {
     }
     fn kernel(&self) -> Kernel {
         is_inf
+    }
+    /// On the bits, as IsNaN: ±infinity is exponent all ones and a zero mantissa; the sign bit
+    /// says which.
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        let sign = match (self.detect_negative, self.detect_positive) {
+            (true, true) => "true",
+            (true, false) => "(bitcast<u32>(v0) >> 31u) == 1u",
+            (false, true) => "(bitcast<u32>(v0) >> 31u) == 0u",
+            (false, false) => "false",
+        };
+        float_ew(
+            c,
+            &format!("u32((bitcast<u32>(v0) & 0x7fffffffu) == 0x7f800000u && {sign})"),
+        )
     }
 }
 
