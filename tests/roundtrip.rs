@@ -13,7 +13,8 @@ use prost::Message;
 /// Ok(false) when the loader rejects the model (reported, counted by the caller).
 fn round_trip(path: &Path) -> Result<bool, String> {
     let limits = Limits::default();
-    let original = decode(&std::fs::read(path).unwrap()).map_err(|e| e.to_string())?;
+    let mut original = decode(&std::fs::read(path).unwrap()).map_err(|e| e.to_string())?;
+    inline_external(&mut original, path);
     let m = match load_file(path, &limits) {
         Ok(m) => m,
         Err(e) => return Err(format!("load failed: {e}")),
@@ -45,6 +46,26 @@ fn round_trip(path: &Path) -> Result<bool, String> {
         return Err("second round trip differs".into());
     }
     Ok(true)
+}
+
+/// The original with its external tensors' bytes read in (location, offset, length beside
+/// the model), as the loader inlines them: what a saved single-file model must equal.
+fn inline_external(m: &mut fuselab::onnx::proto::ModelProto, path: &Path) {
+    use std::io::{Read, Seek, SeekFrom};
+    let Some(g) = m.graph.as_mut() else { return };
+    for t in g.initializer.iter_mut().filter(|t| t.data_location == 1) {
+        let kv = |k: &str| t.external_data.iter().find(|e| e.key == k).map(|e| e.value.clone());
+        let file = path.with_file_name(kv("location").unwrap());
+        let offset: u64 = kv("offset").map_or(0, |o| o.parse().unwrap());
+        let length: usize = kv("length").unwrap().parse().unwrap();
+        let mut f = std::fs::File::open(&file).unwrap();
+        f.seek(SeekFrom::Start(offset)).unwrap();
+        let mut bytes = vec![0u8; length];
+        f.read_exact(&mut bytes).unwrap();
+        t.raw_data = bytes;
+        t.external_data.clear();
+        t.data_location = 0;
+    }
 }
 
 fn check_all(files: &[std::path::PathBuf], min: usize) {
