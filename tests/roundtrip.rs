@@ -54,7 +54,12 @@ fn inline_external(m: &mut fuselab::onnx::proto::ModelProto, path: &Path) {
     use std::io::{Read, Seek, SeekFrom};
     let Some(g) = m.graph.as_mut() else { return };
     for t in g.initializer.iter_mut().filter(|t| t.data_location == 1) {
-        let kv = |k: &str| t.external_data.iter().find(|e| e.key == k).map(|e| e.value.clone());
+        let kv = |k: &str| {
+            t.external_data
+                .iter()
+                .find(|e| e.key == k)
+                .map(|e| e.value.clone())
+        };
         let file = path.with_file_name(kv("location").unwrap());
         let offset: u64 = kv("offset").map_or(0, |o| o.parse().unwrap());
         let length: usize = kv("length").unwrap().parse().unwrap();
