@@ -430,10 +430,10 @@ fn single_value(model: &Model, v: ValueId, other: ValueId) -> Option<f64> {
 
 /// What the P·V MatMul reads from the attention probabilities `p`: `p` itself, or — torch's
 /// export of scaled_dot_product_attention — `Where(IsNaN(p), 0, p)`, which zeroes the NaN rows
-/// a softmax over only -inf scores gives. With a finite mask value (what the mask prover
-/// accepts) a row is NaN only when its scores are (NaN or infinite inputs), so the guard is a
-/// no-op on every finite input and goes with the fused nodes. Returns (guard nodes, the value
-/// read).
+/// a softmax over only -inf scores gives. With a finite mask value a row is NaN only when its
+/// scores are (NaN or infinite inputs), so the guard is a no-op on finite inputs and goes with
+/// the fused nodes; a -inf mask is the caller's to handle (`multi_head_attention` zeroes those
+/// rows after the op, a proved -inf filter is refused). Returns (guard nodes, the value read).
 pub fn guarded_probs(model: &Model, p: ValueId) -> Result<(Vec<NodeId>, ValueId), String> {
     let g = &model.graph;
     let readers = g.consumers(p);
