@@ -32,6 +32,7 @@ fn profile(m: &Model, dims: &[(&str, usize)]) -> Profile {
 fn check_timing(p: &Profile) {
     assert_eq!(p.timing, Timing::NodeClock);
     assert!(p.total_ms.is_finite() && p.total_ms >= 0.0);
+    assert!(p.bandwidth_gb_s.is_none_or(|b| b.is_finite() && b > 0.0));
     let sum: f64 = p.ops.iter().map(|o| o.ms).sum();
     assert!((sum - p.total_ms).abs() <= 1e-9 * p.total_ms.max(1.0));
     for o in &p.ops {
@@ -365,4 +366,20 @@ fn gpt2_with_native_layer_norm_has_add_layer_norm_covered_by_skip_layer_norm() {
         "{:?}",
         p.candidates
     );
+}
+
+/// The copy bandwidth that caps the estimates, on a clock that advances one millisecond per
+/// read: 3 copies, then copies until 20 ms have passed (22 in all, over 21 ms); on a clock that
+/// never advances, none.
+#[test]
+fn copy_bandwidth_counts_bytes_read_and_written_over_the_clock() {
+    let t = std::cell::Cell::new(0.0);
+    let ticking = || {
+        t.set(t.get() + 1.0);
+        t.get()
+    };
+    let bytes = 2.0 * 16.0 * 1024.0 * 1024.0;
+    let got = fuselab::profile::copy_bandwidth(&ticking).unwrap();
+    assert_eq!(got, bytes * 22.0 / 21.0);
+    assert_eq!(fuselab::profile::copy_bandwidth(&|| 5.0), None);
 }

@@ -90,6 +90,9 @@ fn print_text(args: &ProfileArgs, p: &Profile) {
         p.total_ms
     );
     println!("  timing: {}", p.caveat);
+    if let Some(bw) = p.bandwidth_gb_s {
+        println!("  bandwidth {bw:.2} GB/s (caps each node's estimated saving)");
+    }
     let inputs: Vec<String> = (p.inputs.iter())
         .map(|i| format!("{} {:?}", i.name, i.shape))
         .collect();

@@ -77,6 +77,11 @@ pub struct Profile {
     pub caveat: String,
     /// Timed runs; every figure is the mean per run.
     pub runs: usize,
+    /// The memory bandwidth the estimated savings assume, in GB/s: the larger of what the graph's
+    /// elementwise nodes reached together (their bytes read and written over their time) and,
+    /// on the reference backend, a plain copy (`copy_bandwidth`). A node's estimated saving is at
+    /// most its intermediate bytes at this rate. Null when neither was measurable.
+    pub bandwidth_gb_s: Option<f64>,
     /// Milliseconds per run in all nodes.
     pub total_ms: f64,
     pub nodes: usize,
@@ -317,24 +322,32 @@ fn share(ms: f64, total: f64) -> f64 {
 }
 
 /// The profile of `model` from a backend's node times and one run's value sizes.
+/// `copy_bw`: a plain copy's bandwidth in bytes per millisecond, where the caller measured one.
 pub fn analyze(
     model: &Model,
     backend: Backend,
     times: &NodeTimes,
     bytes: &ValueBytes,
     feeds: &HashMap<String, Tensor>,
+    copy_bw: Option<f64>,
 ) -> Result<Profile> {
     let total_ms: f64 = model
         .graph
         .node_ids()
         .map(|id| times.ms.get(id.0 as usize).copied().unwrap_or(0.0))
         .sum();
-    let (sequences, candidates) = sequences::tables(model, times, bytes, total_ms)?;
+    let elementwise = sequences::elementwise_bandwidth(model, times, bytes);
+    let bandwidth = match (elementwise, copy_bw) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let (sequences, candidates) = sequences::tables(model, times, bytes, total_ms, bandwidth)?;
     Ok(Profile {
         backend,
         timing: times.timing,
         caveat: times.timing.caveat().to_string(),
         runs: times.runs,
+        bandwidth_gb_s: bandwidth.map(|b| b / 1e6),
         total_ms,
         nodes: model.graph.node_count(),
         inputs: (model.graph.inputs.iter())
@@ -349,6 +362,27 @@ pub fn analyze(
         sequences,
         candidates,
     })
+}
+
+/// Bytes per millisecond a plain copy of 16 MiB (more than a core's caches hold on most CPUs)
+/// moves on this thread, reading and writing, by `clock`: the memory bandwidth a memory-bound
+/// kernel of the reference backend can reach. One untimed copy first (the pages get mapped),
+/// then copies until 20 ms have passed (at least 3, at most 64). `None` when the clock did not
+/// advance.
+pub fn copy_bandwidth(clock: &dyn Fn() -> f64) -> Option<f64> {
+    const WORDS: usize = 2 << 20;
+    let src = vec![1u64; WORDS];
+    let mut dst = vec![0u64; WORDS];
+    dst.copy_from_slice(&src);
+    let t0 = clock();
+    let mut copies = 0u32;
+    while copies < 3 || (copies < 64 && clock() - t0 < 20.0) {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+        copies += 1;
+    }
+    let ms = clock() - t0;
+    (ms > 0.0).then(|| (2 * 8 * WORDS) as f64 * copies as f64 / ms)
 }
 
 /// Options of a reference-backend profile.
@@ -379,7 +413,8 @@ pub fn profile_reference(
     )?;
     let ex = Executor::new(model, &opts.limits)?;
     let (times, bytes) = time_nodes(&ex, model, &feeds, opts.runs, clock)?;
-    analyze(model, Backend::Reference, &times, &bytes, &feeds)
+    let copy = copy_bandwidth(clock);
+    analyze(model, Backend::Reference, &times, &bytes, &feeds, copy)
 }
 
 /// Profiles `model` as it is on the WebGPU backend: node times from `GpuSession::time_nodes`,
@@ -415,5 +450,5 @@ pub async fn profile_webgpu(
         timing,
         runs: opts.runs,
     };
-    analyze(model, Backend::Webgpu, &times, &bytes, &feeds)
+    analyze(model, Backend::Webgpu, &times, &bytes, &feeds, None)
 }

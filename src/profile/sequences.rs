@@ -71,6 +71,7 @@ pub(super) fn tables(
     times: &NodeTimes,
     bytes: &ValueBytes,
     total_ms: f64,
+    bandwidth: Option<f64>,
 ) -> Result<(Vec<Sequence>, Vec<Candidate>)> {
     let g = &model.graph;
     let folded = constant_nodes(g)?;
@@ -97,20 +98,21 @@ pub(super) fn tables(
             names.push(node.label(n));
             let t = times.ms.get(n.0 as usize).copied().unwrap_or(0.0);
             ms += t;
-            // The bytes the node reads and writes (each value once), and of those the
-            // intermediates: its share of the traffic that fusing removes.
-            let (mut moved, mut traffic, mut removed) = (Vec::new(), 0, 0);
-            for &v in node.inputs.iter().chain(&node.outputs).flatten() {
-                if !moved.contains(&v) {
-                    moved.push(v);
-                    traffic += size(v);
-                    if inter.contains(&v) {
-                        removed += size(v);
-                    }
-                }
+            // Its time's share for the intermediate bytes it moves, at most what moving them
+            // takes at `bandwidth` (a compute-bound node spends the rest of its time on
+            // arithmetic that fusing keeps).
+            let moved = moved_values(node);
+            let traffic: u64 = moved.iter().map(|&v| size(v)).sum();
+            let mut removed = 0;
+            for v in moved.iter().filter(|v| inter.contains(v)) {
+                removed += size(*v);
             }
             if traffic > 0 {
-                saving += t * removed as f64 / traffic as f64;
+                let share = t * removed as f64 / traffic as f64;
+                saving += match bandwidth {
+                    Some(bw) => share.min(removed as f64 / bw),
+                    None => share,
+                };
             }
         }
         let covered = fates.cover(&nodes).map(|i| &events[i]);
@@ -167,6 +169,32 @@ pub(super) fn tables(
             (c.estimated_saving_ms, c.intermediate_bytes)
         }),
     ))
+}
+
+/// The values a node reads and writes, each once (its memory traffic).
+fn moved_values(node: &crate::ir::Node) -> Vec<ValueId> {
+    distinct(node.inputs.iter().chain(&node.outputs).flatten().copied())
+}
+
+/// Bytes per millisecond the graph's elementwise nodes moved, together (their bytes read and
+/// written over their time): the memory bandwidth this backend reaches on memory-bound ops at
+/// these sizes, measured in this run. `None` when no elementwise node took measurable time.
+pub(super) fn elementwise_bandwidth(
+    model: &Model,
+    times: &NodeTimes,
+    bytes: &ValueBytes,
+) -> Option<f64> {
+    let g = &model.graph;
+    let (mut traffic, mut ms) = (0u64, 0.0);
+    for id in g.node_ids() {
+        if crate::passes::fuse_elementwise::is_elementwise(model, id) {
+            for v in moved_values(g.node(id)) {
+                traffic += bytes.get(v).unwrap_or(0);
+            }
+            ms += times.ms.get(id.0 as usize).copied().unwrap_or(0.0);
+        }
+    }
+    (ms > 0.0 && traffic > 0).then(|| traffic as f64 / ms)
 }
 
 /// Nodes (by id) whose inputs are all constants, directly or through other such nodes (a
