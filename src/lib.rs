@@ -11,6 +11,7 @@ pub mod onnx;
 pub mod ops;
 pub mod passes;
 pub mod pipeline;
+pub mod profile;
 pub mod report;
 pub mod runtime;
 pub mod tensor;

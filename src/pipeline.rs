@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use crate::ir::Model;
 use crate::limits::Limits;
 use crate::passes::target::{for_target, Target};
-use crate::passes::{rules, Engine, Rule, ALL_RULES};
+use crate::passes::{rules, Engine, RewriteEvent, Rule, ALL_RULES};
+use crate::profile::ValueBytes;
 use crate::report::{self, OptimizeReport};
 use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
 use crate::runtime::parity::{compare, model_tolerance};
@@ -150,8 +151,8 @@ pub fn optimize_with(
     let parity = if opts.parity {
         let lim = &opts.limits;
         let inputs = random_inputs(original, &opts.inputs, &dims, opts.seed, lim)?;
-        let a = Executor::new(original, lim)
-            .and_then(|ex| ex.run(&inputs))
+        let (sizes, a) = Executor::new(original, lim)
+            .and_then(|ex| ValueBytes::of_run(&ex, original, &inputs))
             .map_err(|e| {
                 Error::Other(format!(
                     "parity check: original model: {e} (use --no-parity to skip the check)"
@@ -161,11 +162,15 @@ pub fn optimize_with(
             .and_then(|ex| ex.run(&inputs))
             .map_err(|e| Error::Other(format!("parity check: optimized model: {e}")))?;
         let tolerance = opts.tolerance.unwrap_or_else(|| model_tolerance(original));
-        Some(compare(&a, &b, tolerance))
+        Some((compare(&a, &b, tolerance), sizes))
     } else {
         None
     };
+    let (parity, sizes) = parity.unzip();
     let mut rep = report::build(original, &optimized, trace, parity);
+    if let Some(sizes) = sizes {
+        intermediate_bytes(&mut rep.rewrites, &sizes);
+    }
     rep.optimize_ms = optimize_ms;
     rep.target = opts.target;
     for &i in &original.graph.inputs {
@@ -177,4 +182,13 @@ pub fn optimize_with(
         }
     }
     Ok((optimized, rep))
+}
+
+/// Gives each fusion of `rewrites` the bytes of the intermediates it eliminated, at the sizes of
+/// the original graph's parity run (values the original never computed, such as an earlier
+/// fusion's output, count nothing).
+fn intermediate_bytes(rewrites: &mut [RewriteEvent], sizes: &ValueBytes) {
+    for e in rewrites.iter_mut().filter(|e| e.kind.fuses()) {
+        e.intermediate_bytes = Some(e.eliminated.iter().filter_map(|&v| sizes.get(v)).sum());
+    }
 }

@@ -275,6 +275,7 @@ mod tests {
             name: name.into(),
             op_type: op.into(),
             domain: String::new(),
+            id: crate::ir::NodeId(0),
         }
     }
 
@@ -285,6 +286,8 @@ mod tests {
             iteration: 0,
             removed: removed.iter().map(|n| node(n, "X")).collect(),
             added: added.iter().map(|n| node(n, "Y")).collect(),
+            eliminated: Vec::new(),
+            intermediate_bytes: None,
         }
     }
 

@@ -74,6 +74,8 @@ fn optimize_then_run_gives_the_same_outputs() {
     assert_eq!(r["dims"]["N"], 33);
     assert_eq!(r["rewrites"].as_array().unwrap().len(), 1);
     assert_eq!(r["rewrites"][0]["rule"], "add_eyelike");
+    // The EyeLike's N·N float32 identity, which the fused node never writes.
+    assert_eq!(r["rewrites"][0]["intermediate_bytes"], 33 * 33 * 4);
     assert!(r["rejected"].as_array().unwrap().is_empty());
     assert!(r["optimize_ms"].as_f64().unwrap() >= 0.0);
 
@@ -267,8 +269,8 @@ fn bench_profile_lists_time_per_op_type() {
     // The optimized example is one AddEyeLike node.
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["op"], "ai.fuselab:AddEyeLike");
-    assert_eq!(rows[0]["nodes"], 1);
-    assert!(rows[0]["ms_per_run"].as_f64().unwrap() >= 0.0);
+    assert_eq!(rows[0]["count"], 1);
+    assert!(rows[0]["ms"].as_f64().unwrap() >= 0.0);
     assert!((rows[0]["share"].as_f64().unwrap() - 1.0).abs() < 1e-9);
     // Without --profile there is no profile field; the text form prints the table.
     let j: serde_json::Value =
@@ -289,11 +291,60 @@ fn bench_profile_lists_time_per_op_type() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["inspect", "optimize", "run", "bench"] {
+    for sub in ["inspect", "optimize", "run", "bench", "profile"] {
         let out = ok(&[sub, "--help"]);
         assert!(out.contains("Usage: fuselab"), "{sub}: {out}");
     }
     assert!(ok(&["--help"]).contains("optimize"));
+}
+
+#[test]
+fn profile_json_lists_the_sequence_its_bytes_and_the_rule() {
+    let model = example();
+    let args = ["profile", s(&model), "--dim", "N=256", "--runs", "2"];
+    let j: serde_json::Value =
+        serde_json::from_str(&ok(&[&args[..], &["--json"]].concat())).unwrap();
+    assert_eq!(j["backend"], "reference");
+    assert_eq!(j["timing"], "node-clock");
+    assert_eq!(j["runs"], 2);
+    assert!(j["total_ms"].as_f64().unwrap() >= 0.0);
+    let ops = j["ops"].as_array().unwrap();
+    let mut names: Vec<&str> = ops.iter().map(|o| o["op"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["Add", "EyeLike"]);
+    for o in ops {
+        assert_eq!(o["count"], 1);
+        assert!(o["ms"].as_f64().unwrap() >= 0.0 && o["share"].as_f64().unwrap() >= 0.0);
+    }
+    let seqs = j["sequences"].as_array().unwrap();
+    assert_eq!(seqs.len(), 1);
+    assert_eq!(seqs[0]["ops"], serde_json::json!(["EyeLike", "Add"]));
+    assert_eq!(seqs[0]["count"], 1);
+    assert_eq!(seqs[0]["intermediate_bytes"], 256 * 256 * 4);
+    assert!(seqs[0]["ms"].as_f64().unwrap() >= 0.0 && seqs[0]["share"].as_f64().unwrap() >= 0.0);
+    let cands = j["candidates"].as_array().unwrap();
+    assert_eq!(cands.len(), 1);
+    assert_eq!(cands[0]["ops"], serde_json::json!(["EyeLike", "Add"]));
+    assert_eq!(cands[0]["rule"], "add_eyelike");
+    assert_eq!(cands[0]["opt_in_rule"], serde_json::Value::Null);
+    assert_eq!(cands[0]["intermediate_bytes"], 256 * 256 * 4);
+    assert!(cands[0]["estimated_saving_ms"].as_f64().unwrap() >= 0.0);
+
+    // What the rules leave: one AddEyeLike, no sequence.
+    let j: serde_json::Value =
+        serde_json::from_str(&ok(&[&args[..], &["--json", "--optimized"]].concat())).unwrap();
+    assert_eq!(j["ops"][0]["op"], "ai.fuselab:AddEyeLike");
+    assert_eq!(j["sequences"], serde_json::json!([]));
+    assert_eq!(j["candidates"], serde_json::json!([]));
+
+    let text = ok(&args);
+    assert!(text.contains("original graph (2 nodes)"), "{text}");
+    assert!(text.contains("inputs: X [256, 256]"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("EyeLike -> Add") && l.contains("add_eyelike")),
+        "{text}"
+    );
 }
 
 #[test]
@@ -330,6 +381,19 @@ fn errors_exit_2_with_one_message() {
                 "Q=/nonexistent.npy".into(),
             ],
             "nonexistent.npy",
+        ),
+        (
+            vec![
+                "profile".into(),
+                s(&example()).into(),
+                "--runs".into(),
+                "0".into(),
+            ],
+            "--runs must be at least 1",
+        ),
+        (
+            vec!["profile".into(), s(&d.join("missing.onnx")).into()],
+            "missing.onnx",
         ),
     ];
     for (args, needle) in cases {

@@ -11,6 +11,8 @@ mod common;
 mod conv;
 #[path = "webgpu/models.rs"]
 mod models;
+#[path = "webgpu/profile.rs"]
+mod profile;
 #[path = "webgpu/quant_index.rs"]
 mod quant_index;
 
@@ -1457,6 +1459,10 @@ fn int8_bert_matches_the_reference(gpu: &Gpu) {
 }
 
 const CASES: &[Case] = &[
+    (
+        "profile_times_every_dispatch_with_and_without_timestamps",
+        profile::profile_times_every_dispatch_with_and_without_timestamps,
+    ),
     ("conv_is_one_dispatch", conv::conv_is_one_dispatch),
     (
         "fused_conv_is_one_dispatch",

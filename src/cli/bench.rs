@@ -2,10 +2,9 @@
 //! `crate::bench` (interleaved, the order alternating every pair, so machine noise hits both
 //! alike and the ratio means something) with the native clock.
 
-use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
 use serde::Serialize;
@@ -13,12 +12,9 @@ use serde::Serialize;
 use super::backend::{Backend, Runner};
 use super::{load, ms, RunArgs};
 use crate::bench::{Bench, Graph, Pair, Policy, Timing};
-use crate::ir::model::display_domain;
-use crate::ir::{Model, NodeId};
+use crate::profile::{self, OpTime};
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::parity::compare;
-use crate::runtime::reference::{Executor, StepObserver};
-use crate::tensor::Tensor;
 use crate::{passes, pipeline, Result};
 
 #[derive(Args)]
@@ -113,78 +109,8 @@ struct BenchReport {
     nodes_before: usize,
     nodes_after: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
-    profile: Option<Vec<OpProfile>>,
+    profile: Option<Vec<OpTime>>,
 }
-
-/// Time spent in the nodes of one op type, per run of the graph.
-#[derive(Serialize)]
-struct OpProfile {
-    /// `op_type`, or `domain:op_type` outside the default ONNX domain.
-    op: String,
-    nodes: usize,
-    /// Summed over the op's nodes, mean over the profiled runs.
-    ms_per_run: f64,
-    /// Of the time in all nodes.
-    share: f64,
-}
-
-/// Accumulates wall time per node (indexed by `NodeId`).
-struct NodeTimer {
-    start: Option<Instant>,
-    total: Vec<Duration>,
-}
-
-impl StepObserver for NodeTimer {
-    fn before(&mut self, _node: NodeId) {
-        self.start = Some(Instant::now());
-    }
-    fn after(&mut self, node: NodeId) {
-        if let Some(t) = self.start.take() {
-            self.total[node.0 as usize] += t.elapsed();
-        }
-    }
-}
-
-/// Runs `ex` `runs` times under a `NodeTimer` and sums the time per op type, most expensive first.
-fn profile(model: &Model, ex: &Executor, inputs: &Inputs, runs: usize) -> Result<Vec<OpProfile>> {
-    let g = &model.graph;
-    let mut timer = NodeTimer {
-        start: None,
-        total: vec![Duration::ZERO; g.node_ids().map(|i| i.0 as usize + 1).max().unwrap_or(0)],
-    };
-    for _ in 0..runs {
-        std::hint::black_box(ex.run_observed(inputs, &mut timer)?);
-    }
-    let mut by_op: HashMap<String, (usize, Duration)> = HashMap::new();
-    for id in g.node_ids() {
-        let n = g.node(id);
-        let op = match display_domain(&n.domain) {
-            "ai.onnx" => n.op_type.clone(),
-            d => format!("{d}:{}", n.op_type),
-        };
-        let e = by_op.entry(op).or_default();
-        e.0 += 1;
-        e.1 += timer.total[id.0 as usize];
-    }
-    let all: f64 = by_op.values().map(|(_, d)| d.as_secs_f64()).sum();
-    let mut rows: Vec<OpProfile> = by_op
-        .into_iter()
-        .map(|(op, (nodes, d))| OpProfile {
-            op,
-            nodes,
-            ms_per_run: d.as_secs_f64() * 1e3 / runs.max(1) as f64,
-            share: if all > 0.0 {
-                d.as_secs_f64() / all
-            } else {
-                0.0
-            },
-        })
-        .collect();
-    rows.sort_by(|a, b| b.ms_per_run.total_cmp(&a.ms_per_run).then(a.op.cmp(&b.op)));
-    Ok(rows)
-}
-
-type Inputs = HashMap<String, Tensor>;
 
 pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
     let limits = args.run.common.limits();
@@ -245,7 +171,10 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
     }
     let summary = bench.summary();
     let prof = match ex_b.executor() {
-        Some(ex) if args.profile => Some(profile(&optimized, ex, &inputs, args.runs)?),
+        Some(ex) if args.profile => {
+            let (times, _) = profile::time_nodes(ex, &optimized, &inputs, args.runs, &|| ms(t0))?;
+            Some(profile::op_times(&optimized, &times))
+        }
         _ => None,
     };
     let rep = BenchReport {
@@ -308,7 +237,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
         shapes.sort();
         println!("  inputs: {}", shapes.join(", "));
         if let Some(rows) = &rep.profile {
-            let total: f64 = rows.iter().map(|r| r.ms_per_run).sum();
+            let total: f64 = rows.iter().map(|r| r.ms).sum();
             println!(
                 "  profile of the optimized graph ({} runs; {:.4} ms per run in nodes, timer included):",
                 rep.runs, total
@@ -321,8 +250,8 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
                 println!(
                     "    {:<40} {:>5} {:>10.4} {:>5.1}%",
                     r.op,
-                    r.nodes,
-                    r.ms_per_run,
+                    r.count,
+                    r.ms,
                     r.share * 100.0
                 );
             }

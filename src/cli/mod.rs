@@ -1,9 +1,10 @@
-//! The native command line: inspect, optimize, run, bench. Errors exit 2 with one message;
+//! The native command line: inspect, optimize, run, bench, profile. Errors exit 2 with one message;
 //! a failed parity check exits 1.
 
 mod backend;
 mod bench;
 mod npy;
+mod profile;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -106,6 +107,10 @@ enum Command {
     },
     /// Time the original and the optimized graph, interleaved, on the same inputs.
     Bench(bench::BenchArgs),
+    /// Time every node; sum per op type and per op sequence (paths of 2-4 nodes whose
+    /// intermediates nothing else reads) with the bytes of their intermediates; rank the
+    /// sequences as fusion candidates, each with the rule that already fuses it or none.
+    Profile(profile::ProfileArgs),
     /// List the operators the reference backend runs (domain, op type, opset versions covered,
     /// WebGPU kernel), from the ops registry; `--markdown` prints docs/ops.md.
     Ops {
@@ -252,6 +257,7 @@ fn dispatch(cmd: Command) -> Result<i32> {
             run,
         } => run_model(&model, backend, &out, &run),
         Command::Bench(args) => bench::bench(&args),
+        Command::Profile(args) => profile::profile(&args),
         Command::Ops { markdown } => {
             if markdown {
                 print!("{}", crate::ops::registry::markdown_table());

@@ -187,6 +187,12 @@ fn member(model: &Model, id: NodeId) -> Option<Result<Op, String>> {
     Some(check())
 }
 
+/// True when node `id` is one of the elementwise op types the rule joins, whatever its element
+/// type: the profiler (`crate::profile`) measures memory bandwidth on these memory-bound ops.
+pub fn is_elementwise(model: &Model, id: NodeId) -> bool {
+    member(model, id).is_some()
+}
+
 /// True when a producer of `id`'s inputs or a reader of its output is an elementwise op type:
 /// only then is a refused op worth a report line (int64 shape arithmetic alone is not).
 fn has_elementwise_neighbour(model: &Model, id: NodeId) -> bool {

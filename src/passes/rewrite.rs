@@ -267,11 +267,16 @@ pub struct NodeRef {
     pub name: String,
     pub op_type: String,
     pub domain: String,
+    /// The node's id in the graph the engine rewrote (ids are stable, so also in the graph it
+    /// was cloned from); not serialized: reports name nodes by `name`.
+    #[serde(skip)]
+    pub id: NodeId,
 }
 
 impl NodeRef {
     fn of(node: &Node, id: NodeId) -> NodeRef {
         NodeRef {
+            id,
             name: node.label(id),
             op_type: node.op_type.clone(),
             domain: node.domain.clone(),
@@ -287,6 +292,14 @@ pub struct RewriteEvent {
     pub iteration: usize,
     pub removed: Vec<NodeRef>,
     pub added: Vec<NodeRef>,
+    /// Values the removed nodes wrote that nothing writes after the rewrite: the intermediates
+    /// it eliminated (an output the added nodes write again, or a redirected one, is not).
+    #[serde(skip)]
+    pub eliminated: Vec<ValueId>,
+    /// For a fusion, in an optimization report: the bytes of the values it eliminated at the
+    /// parity run's sizes (`crate::profile::value_bytes`). Null for cleanup rules, values the
+    /// original graph never computed, and when the parity check was skipped.
+    pub intermediate_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -488,6 +501,12 @@ pub fn apply(
         .iter()
         .map(|&id| NodeRef::of(g.node(id), id))
         .collect();
+    let written: Vec<ValueId> = patch
+        .remove
+        .iter()
+        .flat_map(|&id| g.node(id).outputs.iter().flatten().copied())
+        .filter(|v| !patch.redirect.iter().any(|(from, _)| from == v))
+        .collect();
     for &id in &patch.remove {
         g.remove_node(id);
     }
@@ -513,6 +532,10 @@ pub fn apply(
         let id = g.add_node(node)?;
         added.push(NodeRef::of(g.node(id), id));
     }
+    let eliminated = written
+        .into_iter()
+        .filter(|&v| g.producer(v).is_none())
+        .collect();
     for (domain, version) in patch.opsets {
         model.require_opset(&domain, version);
     }
@@ -522,5 +545,7 @@ pub fn apply(
         iteration,
         removed,
         added,
+        eliminated,
+        intermediate_bytes: None,
     })
 }

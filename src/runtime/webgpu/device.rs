@@ -16,6 +16,8 @@ pub struct Gpu {
     pub(crate) limits: wgpu::Limits,
     info: wgpu::AdapterInfo,
     lost: Arc<Mutex<Option<String>>>,
+    /// The device writes timestamps around compute passes (`timestamp-query`).
+    pub(crate) timestamps: bool,
 }
 
 pub(crate) fn gpu_err(msg: impl std::fmt::Display) -> Error {
@@ -43,9 +45,16 @@ impl Gpu {
                 ))
             })?;
         let limits = adapter.limits();
+        // Only the profiler reads timestamps; asking costs nothing where the adapter has them.
+        // The wasm API has no GPU profile, so the browser's device is opened without.
+        #[cfg(not(target_arch = "wasm32"))]
+        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
+        #[cfg(target_arch = "wasm32")]
+        let features = wgpu::Features::empty();
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("fuselab"),
+                required_features: features,
                 required_limits: limits.clone(),
                 ..Default::default()
             })
@@ -64,6 +73,7 @@ impl Gpu {
             limits,
             info: adapter.get_info(),
             lost,
+            timestamps: !features.is_empty(),
         })
     }
 
@@ -90,6 +100,19 @@ impl Gpu {
         self
     }
 
+    /// True when the device writes GPU timestamps (`timestamp-query`), which the profiler
+    /// reads around each dispatch.
+    pub fn has_timestamps(&self) -> bool {
+        self.timestamps
+    }
+
+    /// This device as if its adapter had no `timestamp-query`: the profiler then times each
+    /// dispatch by submitting it alone (the fallback, testable on any adapter).
+    pub fn without_timestamps(mut self) -> Gpu {
+        self.timestamps = false;
+        self
+    }
+
     /// Largest buffer a kernel may bind.
     pub fn max_binding_bytes(&self) -> u64 {
         self.limits
@@ -111,26 +134,55 @@ impl Gpu {
 /// Maps `buffer` for reading and waits: natively by polling the device, in the browser by
 /// awaiting the callback, which its event loop runs.
 pub(crate) async fn map_read(gpu: &Gpu, buffer: &wgpu::Buffer) -> Result<()> {
+    let (done, set) = oneshot();
+    buffer.map_async(wgpu::MapMode::Read, .., move |r| {
+        set(r.map_err(|e| e.to_string()))
+    });
+    wait(gpu, done)
+        .await?
+        .map_err(|e| gpu_err(format!("reading results back: {e}")))
+}
+
+/// Waits until the GPU has finished the work submitted so far.
+pub(crate) async fn queue_done(gpu: &Gpu) -> Result<()> {
+    let (done, set) = oneshot();
+    gpu.queue.on_submitted_work_done(move || set(Ok(())));
+    wait(gpu, done)
+        .await?
+        .map_err(|e| gpu_err(format!("waiting for the device: {e}")))
+}
+
+/// Awaits a wgpu callback's result: natively after polling the device until it is idle (the
+/// callback has then run), in the browser when its event loop runs it.
+async fn wait(gpu: &Gpu, done: Oneshot) -> Result<std::result::Result<(), String>> {
+    #[cfg(not(target_arch = "wasm32"))]
+    gpu.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| gpu_err(format!("waiting for the device: {e}")))?;
+    let r = done.await;
+    gpu.check_lost()?;
+    Ok(r)
+}
+
+/// A result a wgpu callback sets (through the returned function) and a future awaits.
+fn oneshot() -> (
+    Oneshot,
+    impl FnOnce(std::result::Result<(), String>) + Send + 'static,
+) {
     let shared = Arc::new(Mutex::new(Shared {
         result: None,
         waker: None,
     }));
     let s2 = shared.clone();
-    buffer.map_async(wgpu::MapMode::Read, .., move |r| {
+    let set = move |r| {
         if let Ok(mut s) = s2.lock() {
-            s.result = Some(r.map_err(|e| e.to_string()));
+            s.result = Some(r);
             if let Some(w) = s.waker.take() {
                 w.wake();
             }
         }
-    });
-    #[cfg(not(target_arch = "wasm32"))]
-    gpu.device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| gpu_err(format!("waiting for the device: {e}")))?;
-    let r = Oneshot(shared).await;
-    gpu.check_lost()?;
-    r.map_err(|e| gpu_err(format!("reading results back: {e}")))
+    };
+    (Oneshot(shared), set)
 }
 
 struct Shared {

@@ -42,6 +42,8 @@ enum OutputSlot {
 }
 
 struct Step {
+    /// The node this dispatch computes (a node may have several).
+    node: NodeId,
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     groups: [u32; 3],
@@ -460,6 +462,7 @@ impl GpuSession {
                     entries: &entries,
                 });
                 steps.push(Step {
+                    node: p.node,
                     pipeline,
                     bind_group,
                     groups: d.groups,
@@ -523,40 +526,7 @@ impl GpuSession {
 
     /// Runs once. `inputs` must have the names, types and shapes the session was prepared for.
     pub async fn run(&self, inputs: &HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>> {
-        self.gpu.check_lost()?;
-        for name in inputs.keys() {
-            if !self.inputs.iter().any(|s| &s.name == name) {
-                return Err(Error::Input {
-                    name: name.clone(),
-                    message: "is not an input of this graph".into(),
-                });
-            }
-        }
-        for slot in &self.inputs {
-            let t = inputs.get(&slot.name).ok_or_else(|| Error::Input {
-                name: slot.name.clone(),
-                message: "missing".into(),
-            })?;
-            if t.dtype() != slot.info.dtype || t.shape() != slot.info.shape.as_slice() {
-                return Err(Error::Input {
-                    name: slot.name.clone(),
-                    message: format!(
-                        "is {} {:?}; this session was prepared for {} {:?}",
-                        t.dtype().name(),
-                        t.shape(),
-                        slot.info.dtype.name(),
-                        slot.info.shape
-                    ),
-                });
-            }
-            if let Some(b) = slot.buffer {
-                self.gpu.queue.write_buffer(
-                    &self.buffers[b],
-                    0,
-                    &to_gpu_bytes(&slot.name, t, false)?,
-                );
-            }
-        }
+        self.upload(inputs)?;
         let scope = self
             .gpu
             .device
@@ -568,9 +538,7 @@ impl GpuSession {
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             for s in &self.steps {
-                pass.set_pipeline(&s.pipeline);
-                pass.set_bind_group(0, &s.bind_group, &[]);
-                pass.dispatch_workgroups(s.groups[0], s.groups[1], s.groups[2]);
+                s.encode(&mut pass);
             }
         }
         for o in &self.outputs {
@@ -610,4 +578,54 @@ impl GpuSession {
         }
         Ok(out)
     }
+
+    /// Checks `inputs` against what the session was prepared for and writes them to the GPU.
+    fn upload(&self, inputs: &HashMap<String, Tensor>) -> Result<()> {
+        self.gpu.check_lost()?;
+        for name in inputs.keys() {
+            if !self.inputs.iter().any(|s| &s.name == name) {
+                return Err(Error::Input {
+                    name: name.clone(),
+                    message: "is not an input of this graph".into(),
+                });
+            }
+        }
+        for slot in &self.inputs {
+            let t = inputs.get(&slot.name).ok_or_else(|| Error::Input {
+                name: slot.name.clone(),
+                message: "missing".into(),
+            })?;
+            if t.dtype() != slot.info.dtype || t.shape() != slot.info.shape.as_slice() {
+                return Err(Error::Input {
+                    name: slot.name.clone(),
+                    message: format!(
+                        "is {} {:?}; this session was prepared for {} {:?}",
+                        t.dtype().name(),
+                        t.shape(),
+                        slot.info.dtype.name(),
+                        slot.info.shape
+                    ),
+                });
+            }
+            if let Some(b) = slot.buffer {
+                self.gpu.queue.write_buffer(
+                    &self.buffers[b],
+                    0,
+                    &to_gpu_bytes(&slot.name, t, false)?,
+                );
+            }
+        }
+        Ok(())
+    }
 }
+
+impl Step {
+    fn encode(&self, pass: &mut wgpu::ComputePass) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.groups[0], self.groups[1], self.groups[2]);
+    }
+}
+
+#[path = "timing.rs"]
+mod timing;
