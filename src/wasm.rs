@@ -11,6 +11,7 @@
 //! b.calibrate(undefined, () => performance.now()); // warm-up, then runs per sample (>= 1 ms)
 //! b.step(10, () => performance.now());            // [original ms, optimized ms] × 10, interleaved
 //! b.summary();                                    // medians, minimums, speedup
+//! m.profile({ dims: { seq: 8 } }, 10, () => performance.now()); // per op type, op sequence; candidates
 //! const g = await GpuBench.prepare(m, o.model(), { dims: { seq: 8 } }); // the same on WebGPU
 //! ```
 //!
@@ -73,7 +74,7 @@ pub struct OptimizeOptions {
     pub seed: u64,
 }
 
-/// Options of `Model.run`, `new Bench`, `GpuModel.prepare` and `GpuBench.prepare`.
+/// Options of `Model.run`, `Model.profile`, `new Bench`, `GpuModel.prepare` and `GpuBench.prepare`.
 #[derive(Deserialize, Default, Tsify)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunOptions {

@@ -1,9 +1,9 @@
 //! The wasm API (src/wasm.rs) as the page calls it, run by wasm-bindgen-test-runner in headless
 //! Chromium (chromium-driver): the bundled example optimizes to one AddEyeLike with exact parity,
-//! the graph views link the fused node to the nodes it replaced, run and bench work, and bad
-//! input is an error naming what is wrong, not a trap; and on the browser's WebGPU (SwiftShader
-//! in headless Chromium) every model of `common::gpu_parity`, MobileNetV3 and a ResNet-like
-//! block run original and optimized as the reference backend computes them.
+//! the graph views link the fused node to the nodes it replaced, run, bench and profile work,
+//! and bad input is an error naming what is wrong, not a trap; and on the browser's WebGPU
+//! (SwiftShader in headless Chromium) every model of `common::gpu_parity`, MobileNetV3 and a
+//! ResNet-like block run original and optimized as the reference backend computes them.
 //!
 //! `WASM_BINDGEN_TEST_TIMEOUT=600 \
 //!    CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
@@ -123,6 +123,61 @@ fn runs_given_inputs_and_benches_both_graphs() {
     assert_eq!(b.step(2, &now).unwrap().len(), 4);
     let broken: js_sys::Function = js_sys::Function::new_no_args("return 'soon'");
     let e = error_text(b.step(1, &broken).err().unwrap());
+    assert!(e.contains("clock"), "{e}");
+}
+
+/// `Model.profile` gives the CLI's profile: EyeLike → Add at N = 256 is one sequence of one
+/// 256·256 float32 identity, covered by add_eyelike; the optimized model has none left.
+#[wasm_bindgen_test]
+fn profiles_the_example_as_the_cli_does() {
+    let m = WasmModel::load(EXAMPLE, JsValue::UNDEFINED).unwrap();
+    let now: js_sys::Function = js_sys::Function::new_no_args("return performance.now()");
+    let p = json(
+        &m.profile(js(r#"{"dims": {"N": 256}}"#), Some(2), &now)
+            .unwrap(),
+    );
+    assert_eq!(p["backend"], "reference");
+    assert_eq!(p["timing"], "node-clock");
+    assert_eq!(p["runs"], 2);
+    assert!(p["total_ms"].as_f64().unwrap() >= 0.0);
+    assert_eq!(p["sequences"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        p["sequences"][0]["ops"],
+        serde_json::json!(["EyeLike", "Add"])
+    );
+    assert_eq!(p["sequences"][0]["intermediate_bytes"], 256 * 256 * 4);
+    let c = &p["candidates"][0];
+    assert_eq!(c["rule"], "add_eyelike");
+    assert_eq!(c["intermediate_bytes"], 256 * 256 * 4);
+    assert!(c["estimated_saving_ms"].as_f64().unwrap() >= 0.0);
+    // Node names to highlight: those of graphBefore().
+    let o = m.optimize(js(r#"{"dims": {"N": 256}}"#)).unwrap();
+    let names: Vec<serde_json::Value> = json(&o.graph_before().unwrap())["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].clone())
+        .collect();
+    for n in c["nodes"][0].as_array().unwrap() {
+        assert!(names.contains(n), "{n} not in {names:?}");
+    }
+    let after = json(
+        &o.model()
+            .profile(js(r#"{"dims": {"N": 256}}"#), None, &now)
+            .unwrap(),
+    );
+    assert_eq!(after["runs"], 10);
+    assert_eq!(after["candidates"], serde_json::json!([]));
+    let e = error_text(m.profile(JsValue::UNDEFINED, Some(0), &now).err().unwrap());
+    assert!(e.contains("runs"), "{e}");
+    let e = error_text(m.profile(js(r#"{"dimz": {}}"#), None, &now).err().unwrap());
+    assert!(e.contains("dimz"), "{e}");
+    let broken: js_sys::Function = js_sys::Function::new_no_args("return 'soon'");
+    let e = error_text(
+        m.profile(JsValue::UNDEFINED, Some(1), &broken)
+            .err()
+            .unwrap(),
+    );
     assert!(e.contains("clock"), "{e}");
 }
 

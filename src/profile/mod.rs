@@ -2,8 +2,8 @@
 //! executor's observer, or the WebGPU session's per-dispatch timing), summed per op type and per
 //! connected op sequence, each sequence with the bytes of the intermediate tensors it writes and
 //! reads back; then the sequences as fusion candidates, ranked by an estimated saving and marked
-//! with the rule that already fuses them. `fuselab profile` and `fuselab bench --profile` call
-//! this module; docs/profile.md defines every figure.
+//! with the rule that already fuses them. `fuselab profile`, `fuselab bench --profile` and the
+//! wasm `Model.profile` call this module; docs/profile.md defines every figure.
 //!
 //! The definitions, in short (`sequences.rs` has the details):
 //! - An *occurrence* of a sequence is a path n1 → … → nk of 2 to 4 nodes along data edges

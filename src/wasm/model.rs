@@ -155,6 +155,38 @@ impl WasmModel {
     }
 }
 
+#[wasm_bindgen(js_class = Model)]
+impl WasmModel {
+    /// Profiles the model as it is on the reference backend (`fuselab profile`): time per op type
+    /// and per op sequence, and the sequences as fusion candidates, each with the rule that
+    /// already fuses it or null. For what the rules leave, profile `optimize(...).model()`: its
+    /// node names are those of `graphAfter()`. `runs`: timed runs after one untimed one (default
+    /// 10); `now`: the clock in milliseconds (`() => performance.now()`).
+    #[wasm_bindgen(unchecked_return_type = "Profile")]
+    pub fn profile(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "RunOptions | undefined")] options: JsValue,
+        runs: Option<u32>,
+        now: &js_sys::Function,
+    ) -> Result<JsValue, JsError> {
+        let o: RunOptions = from_js(&options, "profile options")?;
+        o.check_reference()?;
+        if runs == Some(0) {
+            return Err(JsError::new("profile: runs must be at least 1"));
+        }
+        let opts = crate::profile::ProfileOptions {
+            runs: runs.unwrap_or(10) as usize,
+            dims: o.dims,
+            seed: o.seed,
+            ..Default::default()
+        };
+        let read = super::convert::clock(now);
+        read()?;
+        let clock = || read().unwrap_or(0.0);
+        to_js(&crate::profile::profile_reference(&self.model, &opts, &clock).map_err(err)?)
+    }
+}
+
 impl WasmModel {
     /// The model inside (for Rust callers).
     pub fn inner(&self) -> &Model {
