@@ -218,6 +218,40 @@ test("a truncated model is an error on the page, and the page stays usable", asy
   assert.equal(await page.locator("#fusions tbody tr[data-op=AddEyeLike]").getAttribute("data-count"), "1");
 });
 
+test("the profile panel shows the CLI's profile of both graphs, and a candidate lights its nodes", async () => {
+  // eyelike_add is loaded (the test before), at N = 64: one EyeLike -> Add sequence whose
+  // intermediate is the 64 x 64 float32 identity, covered by add_eyelike; nothing left after.
+  const N = Number(await page.inputValue('#dim-fields input[data-dim="N"]'));
+  assert.equal(N, 64);
+  await page.fill("#profile-runs", "3");
+  await page.click("#profile-run");
+  await page.waitForFunction(() => /per run|failed/.test(document.getElementById("profile-status").textContent), null, { timeout: 60000 });
+  const status = await page.textContent("#profile-status");
+  assert.match(status, /^Original .* 0 uncovered candidate sequence\(s\) left/, status);
+  const rows = (side) => page.evaluate((side) =>
+    [...document.querySelectorAll(`#profile-${side} table.profile-candidates tbody tr`)].map((tr) => [...tr.cells].map((c) => c.textContent)), side);
+  assert.deepEqual(await rows("before"), [["EyeLike → Add", "add_eyelike", "1", (await rows("before"))[0][3], "16.0 KiB"]]);
+  assert.deepEqual(await rows("after"), [["none: no chain of 2 to 4 nodes passes an intermediate only inside itself"]]);
+  // The same figures as `fuselab profile --json` (timings aside).
+  const cliP = JSON.parse(execFileSync(cli, ["profile", join(root, "examples/eyelike_add.onnx"), "--dim", `N=${N}`, "--runs", "1", "--json"], { encoding: "utf8" }));
+  assert.deepEqual(cliP.candidates.map((c) => [c.ops.join(" → "), c.rule, c.count, c.intermediate_bytes]), [["EyeLike → Add", "add_eyelike", 1, N * N * 4]]);
+  const ops = await page.evaluate(() => [...document.querySelectorAll("#profile-before table.profile-ops tbody tr")].map((tr) => tr.cells[0].textContent).sort());
+  assert.deepEqual(ops, cliP.ops.map((o) => o.op).sort());
+  assert.equal(await page.locator("#profile-before svg.profile-bars rect.bar").count(), cliP.ops.length);
+  // Sorting by a header, with the keyboard too.
+  const th = page.locator("#profile-before table.profile-ops th", { hasText: "nodes" });
+  await th.focus();
+  await page.keyboard.press("Enter");
+  assert.equal(await th.getAttribute("aria-sort"), "descending");
+  await th.click();
+  assert.equal(await th.getAttribute("aria-sort"), "ascending");
+  // Choosing the candidate lights its two nodes in the original graph, and only those.
+  await page.locator("#profile-before table.profile-candidates tbody tr").first().click();
+  assert.equal(await page.locator("#graph-before .node.picked").count(), 2);
+  assert.match(await page.textContent("#profile-status"), /1 occurrence\(s\), 2 node\(s\) lit in the original graph/);
+  await page.screenshot({ path: join(outDir, "profile.png"), fullPage: true });
+});
+
 test("the file picker loads a model too (bert_tiny), and a dims change re-optimizes", async () => {
   await page.setInputFiles("#file", join(root, "tests/models/bert_tiny.onnx"));
   await page.waitForFunction(() => /^bert_tiny\.onnx: .*graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 60000 });

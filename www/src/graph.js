@@ -41,8 +41,8 @@ export function drawGraph(svg, g, onClick) {
       byName.get(n.name).push({ node: n, group });
     }
   }
-  zoomPan(svg, g.width, g.height);
-  return { svg, byName };
+  const view = zoomPan(svg, g.width, g.height);
+  return { svg, byName, view };
 }
 
 function zoomPan(svg, width, height) {
@@ -83,6 +83,33 @@ function zoomPan(svg, width, height) {
   svg.onpointerup = svg.onpointercancel = () => {
     drag = null;
   };
+  return {
+    // Moves the view, at its current zoom, so that (x, y) is in the middle.
+    center(x, y) {
+      vb = { ...vb, x: x - vb.w / 2, y: y - vb.h / 2 };
+      apply();
+    },
+  };
+}
+
+// Marks the nodes of `occurrences` (lists of node names) as picked on one drawing, clearing the
+// previous pick, and brings the first occurrence into view. Returns how many boxes were marked.
+export function pickNodes(drawing, occurrences) {
+  for (const g of drawing.svg.querySelectorAll(".node.picked")) g.classList.remove("picked");
+  let marked = 0;
+  for (const names of occurrences)
+    for (const name of names)
+      for (const { group } of drawing.byName.get(name) ?? []) {
+        group.classList.add("picked");
+        marked++;
+      }
+  const first = (occurrences[0] ?? []).flatMap((n) => drawing.byName.get(n) ?? []);
+  if (first.length) {
+    const x = first.reduce((s, e) => s + e.node.x, 0) / first.length;
+    const y = first.reduce((s, e) => s + e.node.y, 0) / first.length;
+    drawing.view.center(x, y);
+  }
+  return marked;
 }
 
 export function linkGraphs(before, after) {

@@ -1,5 +1,6 @@
 // The page: file drop / picker / samples → worker (wasm) → report, before/after graphs, bench.
-import { drawGraph, linkGraphs } from "./graph.js";
+import { drawGraph, linkGraphs, pickNodes } from "./graph.js";
+import { drawProfile } from "./profile.js";
 import { drawChart } from "./chart.js";
 
 const $ = (id) => document.getElementById(id);
@@ -32,6 +33,7 @@ function status(text, error = false) {
 // Timings of the last load, read by people and by the end-to-end test.
 const timing = (window.fuselabTiming = {});
 let current = null; // { name, summary, report }
+let drawings = null; // { before, after }: graph.js drawings of the current graphs
 
 // ---- loading -------------------------------------------------------------------------------
 
@@ -96,7 +98,11 @@ async function optimize(t0 = performance.now()) {
   $("caption-before").textContent = `before: ${caption(r.report.nodes_before, r.before)}`;
   $("caption-after").textContent = `after: ${caption(r.report.nodes_after, r.after)}`;
   linkGraphs(svgBefore, svgAfter);
+  drawings = { before: svgBefore, after: svgAfter };
   $("bench").hidden = false;
+  $("profile").hidden = false;
+  $("profile-pair").hidden = true; // a profile of the previous graphs is not this one's
+  $("profile-status").textContent = "";
   await new Promise((res) => requestAnimationFrame(() => setTimeout(res, 0)));
   const shown = performance.now() - t0;
   Object.assign(timing, { optimize_ms: r.optimize_ms, layout_ms: r.layout_ms, drop_to_graphs_ms: shown });
@@ -280,6 +286,36 @@ $("bench-form").addEventListener("submit", async (e) => {
     $("bench-result").textContent = `Benchmark failed: ${err.message}`;
   } finally {
     $("bench-run").disabled = false;
+  }
+});
+
+// ---- profile -------------------------------------------------------------------------------
+
+$("profile-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const runs = Math.max(1, Math.min(1000, Number($("profile-runs").value) || 1));
+  const shown = drawings;
+  $("profile-run").disabled = true;
+  $("profile-status").textContent = `Profiling both graphs, ${runs} runs each…`;
+  try {
+    const p = await call("profile", { runs, dims: dims() });
+    if (drawings !== shown) return; // another model or re-optimization since: not these graphs
+    const pick = (side, occurrences) => {
+      const n = pickNodes(drawings[side], occurrences);
+      $("profile-status").textContent =
+        `${occurrences.length} occurrence(s), ${n} node(s) lit in the ${side === "before" ? "original" : "optimized"} graph.`;
+    };
+    drawProfile($("profile-before"), "before", p.before, pick);
+    drawProfile($("profile-after"), "after", p.after, pick);
+    $("profile-pair").hidden = false;
+    const left = p.after.candidates.filter((c) => !c.rule).length;
+    $("profile-status").textContent =
+      `Original ${p.before.total_ms.toPrecision(3)} ms, optimized ${p.after.total_ms.toPrecision(3)} ms per run ` +
+      `(sum over nodes); ${left} uncovered candidate sequence(s) left in the optimized graph.`;
+  } catch (err) {
+    $("profile-status").textContent = `Profile failed: ${err.message}`;
+  } finally {
+    $("profile-run").disabled = false;
   }
 });
 

@@ -1,4 +1,5 @@
-// The page's wasm work, off the main thread: load, optimize (+ graph layout), bench, download.
+// The page's wasm work, off the main thread: load, optimize (+ graph layout), bench, profile,
+// download.
 // Protocol: the page posts { id, cmd, ...args }; the worker answers { id, ok: true, result } or
 // { id, ok: false, error }, and for long work posts { id, progress: { done, total } } meanwhile.
 import init, { Model, Bench, GpuBench } from "../../pkg/fuselab.js";
@@ -76,6 +77,18 @@ const commands = {
       return { repeat, original_ms, optimized_ms, summary: bench.summary(), ...gpu };
     } finally {
       bench?.free();
+      opt.free();
+    }
+  },
+
+  // Both graphs profiled on the reference backend (Model.profile, src/profile/): the optimized
+  // one's node names are graphAfter()'s, so the page can light a candidate's nodes.
+  async profile({ runs, dims }) {
+    if (!optimized) throw new Error("optimize first");
+    const opt = optimized.model();
+    try {
+      return { before: original.profile({ dims }, runs, now), after: opt.profile({ dims }, runs, now) };
+    } finally {
       opt.free();
     }
   },
