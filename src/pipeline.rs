@@ -148,6 +148,7 @@ pub fn optimize_with(
     crate::passes::specialize::fix_dims(&mut optimized, &opts.fix_dims)?;
     let trace = Engine::new(rules).run(&mut optimized)?;
     let optimize_ms = clock() - t0;
+    let t1 = clock();
     let parity = if opts.parity {
         let lim = &opts.limits;
         let inputs = random_inputs(original, &opts.inputs, &dims, opts.seed, lim)?;
@@ -166,12 +167,14 @@ pub fn optimize_with(
     } else {
         None
     };
+    let parity_ms = if opts.parity { clock() - t1 } else { 0.0 };
     let (parity, sizes) = parity.unzip();
     let mut rep = report::build(original, &optimized, trace, parity);
     if let Some(sizes) = sizes {
         intermediate_bytes(&mut rep.rewrites, &sizes);
     }
     rep.optimize_ms = optimize_ms;
+    rep.parity_ms = parity_ms;
     rep.target = opts.target;
     for &i in &original.graph.inputs {
         for d in original.graph.value(i).ty.shape.iter().flatten() {

@@ -26,7 +26,10 @@ pub struct OptimizeReport {
     pub parity: Option<ParityReport>,
     /// Dims used for the parity inputs.
     pub dims: BTreeMap<String, usize>,
+    /// Time in the passes.
     pub optimize_ms: f64,
+    /// Time in the parity check (both graphs' executors built and run); 0 when skipped.
+    pub parity_ms: f64,
     /// The runtime the optimized model is for (`optimize --target`); null: none named (the
     /// default rules).
     pub target: Option<crate::passes::target::Target>,
@@ -95,6 +98,7 @@ pub fn build(
         parity,
         dims: BTreeMap::new(),
         optimize_ms: 0.0,
+        parity_ms: 0.0,
         target: None,
     }
 }

@@ -198,7 +198,7 @@ fn f32_tensor(name: &str, dims: Vec<i64>, raw: Vec<u8>) -> TensorProto {
         name: name.into(),
         dims,
         data_type: data_type::FLOAT,
-        raw_data: raw,
+        raw_data: raw.into(),
         ..Default::default()
     }
 }

@@ -164,7 +164,7 @@ fn run_case(dir: &Path) -> Outcome {
     let file = dir.join("model.onnx");
     let proto = match std::fs::read(&file)
         .map_err(|e| e.to_string())
-        .and_then(|b| fuselab::io::load::decode(&b).map_err(|e| e.to_string()))
+        .and_then(|b| fuselab::io::load::decode(b.into()).map_err(|e| e.to_string()))
     {
         Ok(p) => p,
         Err(e) => return Outcome::Fail(format!("read: {e}")),

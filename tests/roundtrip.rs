@@ -13,7 +13,7 @@ use prost::Message;
 /// Ok(false) when the loader rejects the model (reported, counted by the caller).
 fn round_trip(path: &Path) -> Result<bool, String> {
     let limits = Limits::default();
-    let mut original = decode(&std::fs::read(path).unwrap()).map_err(|e| e.to_string())?;
+    let mut original = decode(std::fs::read(path).unwrap().into()).map_err(|e| e.to_string())?;
     inline_external(&mut original, path);
     let m = match load_file(path, &limits) {
         Ok(m) => m,
@@ -67,7 +67,7 @@ fn inline_external(m: &mut fuselab::onnx::proto::ModelProto, path: &Path) {
         f.seek(SeekFrom::Start(offset)).unwrap();
         let mut bytes = vec![0u8; length];
         f.read_exact(&mut bytes).unwrap();
-        t.raw_data = bytes;
+        t.raw_data = bytes.into();
         t.external_data.clear();
         t.data_location = 0;
     }
@@ -563,7 +563,7 @@ fn external_data_save_round_trips() {
     assert_eq!(saved.external_tensors, big.len());
     assert_eq!(saved.external_bytes, big.iter().sum::<u64>());
     // The model file holds stubs: location, aligned offset, length; no bytes.
-    let proto = decode(&std::fs::read(&out).unwrap()).unwrap();
+    let proto = decode(std::fs::read(&out).unwrap().into()).unwrap();
     let mut external = 0;
     for t in &proto.graph.as_ref().unwrap().initializer {
         let kv: std::collections::HashMap<_, _> = t
@@ -591,6 +591,37 @@ fn external_data_save_round_trips() {
         to_model_proto(&again).unwrap().encode_to_vec(),
         to_model_proto(&m).unwrap().encode_to_vec()
     );
+    // Loading copies no tensor bytes: every external tensor is a slice of one mapping of the data
+    // file, so two tensors lie as far apart in memory as in the file.
+    let slices: Vec<(u64, usize)> = again
+        .graph
+        .initializers()
+        .zip(proto.graph.as_ref().unwrap().initializer.iter())
+        .filter(|(_, stub)| stub.data_location == 1)
+        .map(|((_, t), stub)| {
+            let offset = stub
+                .external_data
+                .iter()
+                .find(|e| e.key == "offset")
+                .unwrap();
+            (offset.value.parse().unwrap(), t.raw_data.as_ptr() as usize)
+        })
+        .collect();
+    let (off0, ptr0) = slices[0];
+    for &(off, ptr) in &slices {
+        assert_eq!(ptr as i128 - ptr0 as i128, off as i128 - off0 as i128);
+    }
+    // A clone of the graph (the optimizer's working copy) shares the bytes and the decoded
+    // weights: each weight is decoded once for both.
+    let copy = again.clone();
+    for ((v, a), (_, b)) in again.graph.initializers().zip(copy.graph.initializers()) {
+        assert_eq!(a.raw_data.as_ptr(), b.raw_data.as_ptr());
+        let (x, y) = (
+            again.graph.initializer_value(v),
+            copy.graph.initializer_value(v),
+        );
+        assert!(std::ptr::eq(x.unwrap(), y.unwrap()), "{}", a.name);
+    }
     // Without a threshold a small model stays one file.
     let one = dir.join("one.onnx");
     assert_eq!(

@@ -390,11 +390,14 @@ fn optimize(
     external: Option<u64>,
     opts: &OptimizeOptions,
 ) -> Result<i32> {
-    let original = load(path, &opts.limits)?;
     let start = Instant::now();
     let clock = || ms(start);
+    let original = load(path, &opts.limits)?;
+    let load_ms = clock();
     let (optimized, rep) = pipeline::optimize(&original, opts, &clock)?;
+    let t = clock();
     let saved = crate::io::save_file(&optimized, output, external)?;
+    let save_ms = clock() - t;
     if let Some(p) = report_path {
         let text = serde_json::to_string_pretty(&rep).expect("serializable");
         std::fs::write(p, text).map_err(|e| Error::io(p.display(), e))?;
@@ -430,6 +433,13 @@ fn optimize(
             }
         );
     }
+    println!(
+        "  time: load {load_ms:.0} ms, passes {:.0} ms, parity {:.0} ms, save {save_ms:.0} ms; \
+         total {:.0} ms",
+        rep.optimize_ms,
+        rep.parity_ms,
+        clock()
+    );
     for r in &rep.rejected {
         println!("  not fused: {} at '{}': {}", r.rule, r.candidate, r.reason);
     }

@@ -1,8 +1,15 @@
 //! Loading: decode (prost) → inline external data → build the IR → infer types → verify.
+//!
+//! Tensor bytes are copied at most once. The model's bytes become one shared buffer (`Bytes`)
+//! that every `raw_data` slices; external data files are memory-mapped natively and sliced the
+//! same way (in wasm the dropped files' buffers are). Decoding a weight into a kernel's array
+//! (`Graph::initializer_value`) is the one copy, made on first use and shared by every clone of
+//! the graph.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
+use bytes::Bytes;
 use prost::Message;
 
 use crate::ir::types::TensorType;
@@ -23,7 +30,7 @@ pub enum ExternalData {
     /// Files beside the model, in this folder. Locations may not leave it.
     Dir(PathBuf),
     /// Files handed over by name (the web page's drop of several files).
-    Files(HashMap<String, Vec<u8>>),
+    Files(HashMap<String, Bytes>),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -42,7 +49,7 @@ pub fn load_file(path: &Path, limits: &Limits) -> Result<Model> {
             meta.len()
         )));
     }
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
+    let bytes = Bytes::from(std::fs::read(path).map_err(|e| Error::io(path.display(), e))?);
     let dir = path
         .parent()
         .map(|p| {
@@ -54,8 +61,8 @@ pub fn load_file(path: &Path, limits: &Limits) -> Result<Model> {
         })
         .unwrap_or(Path::new("."))
         .to_path_buf();
-    load_bytes(
-        &bytes,
+    load_buf(
+        bytes,
         &LoadOptions {
             limits: *limits,
             external: ExternalData::Dir(dir),
@@ -63,25 +70,35 @@ pub fn load_file(path: &Path, limits: &Limits) -> Result<Model> {
     )
 }
 
-/// Decodes only the protobuf (no external data, no IR).
-pub fn decode(bytes: &[u8]) -> Result<ModelProto> {
+/// Decodes only the protobuf (no external data, no IR). Tensor bytes slice `bytes`.
+pub fn decode(bytes: Bytes) -> Result<ModelProto> {
     if bytes.is_empty() {
         return Err(Error::Decode("the file is empty".into()));
     }
     ModelProto::decode(bytes).map_err(|e| Error::Decode(e.to_string()))
 }
 
+/// Loads a model from bytes the caller keeps (they are copied once, into the model's buffer).
 pub fn load_bytes(bytes: &[u8], opts: &LoadOptions) -> Result<Model> {
+    load_buf(Bytes::copy_from_slice(bytes), opts)
+}
+
+/// Loads a model from a buffer it takes over: its tensors slice it, nothing is copied.
+pub fn load_buf(bytes: Bytes, opts: &LoadOptions) -> Result<Model> {
     let mut proto = decode(bytes)?;
     let mut graph_proto = proto
         .graph
         .take()
         .ok_or_else(|| Error::invalid("model has no graph"))?;
-    resolve_tensors(&mut graph_proto, opts, 0)?;
+    let mut cx = Resolve {
+        opts,
+        mapped: HashMap::new(),
+    };
+    cx.tensors(&mut graph_proto, 0)?;
     for f in &mut proto.functions {
         for n in &mut f.node {
             for a in &mut n.attribute {
-                resolve_attribute(a, opts, 1)?;
+                cx.attribute(a, 1)?;
             }
         }
     }
@@ -96,49 +113,56 @@ pub fn load_bytes(bytes: &[u8], opts: &LoadOptions) -> Result<Model> {
 /// Deepest subgraph nesting we walk (prost's decoder stops at 100 nested messages anyway).
 const MAX_GRAPH_DEPTH: usize = 64;
 
-/// Inlines external data and validates every tensor of a graph and its subgraphs.
-fn resolve_tensors(g: &mut GraphProto, opts: &LoadOptions, depth: usize) -> Result<()> {
-    if depth > MAX_GRAPH_DEPTH {
-        return Err(Error::limit(format!(
-            "subgraphs nested more than {MAX_GRAPH_DEPTH} deep"
-        )));
-    }
-    for t in &mut g.initializer {
-        resolve_tensor(t, opts)?;
-    }
-    for n in &mut g.node {
-        for a in &mut n.attribute {
-            resolve_attribute(a, opts, depth + 1)?;
+/// Inlines external data (as slices of its files) and validates every tensor of a graph and its
+/// subgraphs. `mapped`: each external file opened so far, mapped once for all its tensors.
+struct Resolve<'a> {
+    opts: &'a LoadOptions,
+    mapped: HashMap<PathBuf, Bytes>,
+}
+
+impl Resolve<'_> {
+    fn tensors(&mut self, g: &mut GraphProto, depth: usize) -> Result<()> {
+        if depth > MAX_GRAPH_DEPTH {
+            return Err(Error::limit(format!(
+                "subgraphs nested more than {MAX_GRAPH_DEPTH} deep"
+            )));
         }
+        for t in &mut g.initializer {
+            self.tensor(t)?;
+        }
+        for n in &mut g.node {
+            for a in &mut n.attribute {
+                self.attribute(a, depth + 1)?;
+            }
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-fn resolve_attribute(a: &mut AttributeProto, opts: &LoadOptions, depth: usize) -> Result<()> {
-    if let Some(t) = a.t.as_mut() {
-        resolve_tensor(t, opts)?;
+    fn attribute(&mut self, a: &mut AttributeProto, depth: usize) -> Result<()> {
+        if let Some(t) = a.t.as_mut() {
+            self.tensor(t)?;
+        }
+        for t in &mut a.tensors {
+            self.tensor(t)?;
+        }
+        if let Some(g) = a.g.as_mut() {
+            self.tensors(g, depth)?;
+        }
+        for g in &mut a.graphs {
+            self.tensors(g, depth)?;
+        }
+        Ok(())
     }
-    for t in &mut a.tensors {
-        resolve_tensor(t, opts)?;
-    }
-    if let Some(g) = a.g.as_mut() {
-        resolve_tensors(g, opts, depth)?;
-    }
-    for g in &mut a.graphs {
-        resolve_tensors(g, opts, depth)?;
-    }
-    Ok(())
-}
 
-fn resolve_tensor(t: &mut TensorProto, opts: &LoadOptions) -> Result<()> {
-    if t.data_location == DATA_LOCATION_EXTERNAL {
-        let data = read_external(t, opts)?;
-        t.raw_data = data;
-        t.external_data.clear();
-        t.data_location = 0;
+    fn tensor(&mut self, t: &mut TensorProto) -> Result<()> {
+        if t.data_location == DATA_LOCATION_EXTERNAL {
+            t.raw_data = self.external(t)?;
+            t.external_data.clear();
+            t.data_location = 0;
+        }
+        validate(t, &self.opts.limits)?;
+        Ok(())
     }
-    validate(t, &opts.limits)?;
-    Ok(())
 }
 
 /// Rejects locations that could leave the model's folder: absolute paths, `..`, drive prefixes.
@@ -169,74 +193,82 @@ fn checked_location(tensor: &str, loc: &str) -> Result<PathBuf> {
     Ok(p.to_path_buf())
 }
 
-fn read_external(t: &TensorProto, opts: &LoadOptions) -> Result<Vec<u8>> {
-    let mut location = None;
-    let mut offset = 0u64;
-    let mut length = None;
-    for kv in &t.external_data {
-        let num = |v: &str| {
-            v.parse::<u64>().map_err(|_| {
-                Error::invalid(format!(
-                    "tensor '{}': external data {} '{}' is not a number",
-                    t.name, kv.key, v
-                ))
-            })
-        };
-        match kv.key.as_str() {
-            "location" => location = Some(kv.value.clone()),
-            "offset" => offset = num(&kv.value)?,
-            "length" => length = Some(num(&kv.value)?),
-            _ => {}
+impl Resolve<'_> {
+    /// A tensor's external data: a slice of its file (mapped once per load) or of a handed-over file.
+    fn external(&mut self, t: &TensorProto) -> Result<Bytes> {
+        let opts = self.opts;
+        let mut location = None;
+        let mut offset = 0u64;
+        let mut length = None;
+        for kv in &t.external_data {
+            let num = |v: &str| {
+                v.parse::<u64>().map_err(|_| {
+                    Error::invalid(format!(
+                        "tensor '{}': external data {} '{}' is not a number",
+                        t.name, kv.key, v
+                    ))
+                })
+            };
+            match kv.key.as_str() {
+                "location" => location = Some(kv.value.clone()),
+                "offset" => offset = num(&kv.value)?,
+                "length" => length = Some(num(&kv.value)?),
+                _ => {}
+            }
         }
-    }
-    let loc = location.ok_or_else(|| {
-        Error::invalid(format!(
-            "tensor '{}': external data has no location",
-            t.name
-        ))
-    })?;
-    let rel = checked_location(&t.name, &loc)?;
-    let bits = crate::tensor::DType(t.data_type).bits().unwrap_or(8);
-    let n = opts
-        .limits
-        .check_dims(&format!("tensor '{}'", t.name), &t.dims, bits)?;
-    let want = (n * bits).div_ceil(8);
-    if let Some(len) = length {
-        if len != want {
-            return Err(Error::invalid(format!(
-                "tensor '{}': external data length {len} but dims {:?} need {want} bytes",
-                t.name, t.dims
-            )));
+        let loc = location.ok_or_else(|| {
+            Error::invalid(format!(
+                "tensor '{}': external data has no location",
+                t.name
+            ))
+        })?;
+        let rel = checked_location(&t.name, &loc)?;
+        let bits = crate::tensor::DType(t.data_type).bits().unwrap_or(8);
+        let n = opts
+            .limits
+            .check_dims(&format!("tensor '{}'", t.name), &t.dims, bits)?;
+        let want = (n * bits).div_ceil(8);
+        if let Some(len) = length {
+            if len != want {
+                return Err(Error::invalid(format!(
+                    "tensor '{}': external data length {len} but dims {:?} need {want} bytes",
+                    t.name, t.dims
+                )));
+            }
         }
-    }
-    let slice = |data: &[u8]| -> Result<Vec<u8>> {
-        let end = offset.checked_add(want).filter(|&e| e <= data.len() as u64);
-        match end {
-            Some(end) => Ok(data[offset as usize..end as usize].to_vec()),
+        let slice = |data: &Bytes| -> Result<Bytes> {
+            let end = offset.checked_add(want).filter(|&e| e <= data.len() as u64);
+            match end {
+            Some(end) => Ok(data.slice(offset as usize..end as usize)),
             None => Err(Error::invalid(format!(
                 "tensor '{}': external data '{loc}' has {} bytes, fewer than offset {offset} + {want}",
                 t.name,
                 data.len()
             ))),
         }
-    };
-    match &opts.external {
-        ExternalData::None => Err(Error::invalid(format!(
-            "tensor '{}' keeps its data in external file '{loc}', which was not provided",
-            t.name
-        ))),
-        ExternalData::Files(files) => {
-            let data = files.get(loc.trim_start_matches("./")).ok_or_else(|| {
-                Error::invalid(format!(
-                    "tensor '{}': external data file '{loc}' was not provided",
-                    t.name
-                ))
-            })?;
-            slice(data)
-        }
-        ExternalData::Dir(dir) => {
-            let path = inside_dir(dir, &rel, &t.name, &loc)?;
-            read_range(&path, &t.name, &loc, offset, want)
+        };
+        match &opts.external {
+            ExternalData::None => Err(Error::invalid(format!(
+                "tensor '{}' keeps its data in external file '{loc}', which was not provided",
+                t.name
+            ))),
+            ExternalData::Files(files) => {
+                let data = files.get(loc.trim_start_matches("./")).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "tensor '{}': external data file '{loc}' was not provided",
+                        t.name
+                    ))
+                })?;
+                slice(data)
+            }
+            ExternalData::Dir(dir) => {
+                let path = inside_dir(dir, &rel, &t.name, &loc)?;
+                if !self.mapped.contains_key(&path) {
+                    let data = map_file(&path, &t.name, &loc)?;
+                    self.mapped.insert(path.clone(), data);
+                }
+                slice(&self.mapped[&path])
+            }
         }
     }
 }
@@ -265,27 +297,23 @@ fn inside_dir(dir: &Path, rel: &Path, tensor: &str, loc: &str) -> Result<PathBuf
     Ok(target)
 }
 
+/// Maps an external data file read-only. The tensors that slice it keep the mapping alive, so
+/// only the pages a reader touches are read from disk. (Like every memory-mapped reader, this
+/// assumes nobody truncates the file while the model is loaded.)
 #[cfg(not(target_arch = "wasm32"))]
-fn read_range(path: &Path, tensor: &str, loc: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
+fn map_file(path: &Path, tensor: &str, loc: &str) -> Result<Bytes> {
     let ctx = || format!("tensor '{tensor}': external data '{loc}'");
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(ctx(), e))?;
-    let size = f.metadata().map_err(|e| Error::io(ctx(), e))?.len();
-    if offset.checked_add(len).is_none_or(|end| end > size) {
-        return Err(Error::invalid(format!(
-            "{}: file has {size} bytes, fewer than offset {offset} + {len}",
-            ctx()
-        )));
+    let f = std::fs::File::open(path).map_err(|e| Error::io(ctx(), e))?;
+    if f.metadata().map_err(|e| Error::io(ctx(), e))?.len() == 0 {
+        return Ok(Bytes::new()); // mapping an empty file fails on some systems
     }
-    f.seek(SeekFrom::Start(offset))
-        .map_err(|e| Error::io(ctx(), e))?;
-    let mut buf = vec![0u8; len as usize];
-    f.read_exact(&mut buf).map_err(|e| Error::io(ctx(), e))?;
-    Ok(buf)
+    // SAFETY: the mapping is read-only and private to this process; its bytes are only read.
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io(ctx(), e))?;
+    Ok(Bytes::from_owner(map))
 }
 
 #[cfg(target_arch = "wasm32")]
-fn read_range(_: &Path, tensor: &str, loc: &str, _: u64, _: u64) -> Result<Vec<u8>> {
+fn map_file(_: &Path, tensor: &str, loc: &str) -> Result<Bytes> {
     Err(Error::invalid(format!(
         "tensor '{tensor}': external data '{loc}' cannot be read from a folder in wasm"
     )))

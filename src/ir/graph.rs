@@ -2,7 +2,7 @@
 //! with every edit, and a topological order computed on demand.
 
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::ir::node::{Node, NodeId, ValueId};
 use crate::ir::types::TensorType;
@@ -33,9 +33,11 @@ pub struct GraphExtra {
     pub metadata_props: Vec<StringStringEntryProto>,
 }
 
-/// An initializer's decoded value, filled on first use.
+/// An initializer's decoded value, filled on first use. Shared by the clones of a graph (the
+/// optimizer's copy and the original decode each weight once between them); a new or replaced
+/// initializer gets a cell of its own (`set_initializer`), so a cell always belongs to its bytes.
 #[derive(Clone, Default)]
-struct Decoded(OnceLock<Option<Tensor>>);
+struct Decoded(Arc<OnceLock<Option<Tensor>>>);
 
 impl PartialEq for Decoded {
     /// Derived from the TensorProto next to it, which is what two graphs compare on.

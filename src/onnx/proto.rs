@@ -307,8 +307,10 @@ pub struct TensorProto {
     pub name: String,
     #[prost(string, tag = "12")]
     pub doc_string: String,
-    #[prost(bytes = "vec", tag = "9")]
-    pub raw_data: Vec<u8>,
+    /// Shared: a slice of the buffer the model was decoded from, or of a mapped external data
+    /// file; cloning a tensor (or a graph) does not copy it.
+    #[prost(bytes = "bytes", tag = "9")]
+    pub raw_data: bytes::Bytes,
     #[prost(message, repeated, tag = "13")]
     pub external_data: Vec<StringStringEntryProto>,
     #[prost(int32, tag = "14")]

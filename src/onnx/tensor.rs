@@ -238,6 +238,17 @@ pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
     })
 }
 
+/// The elements' little-endian bytes, in logical order, written into one allocation (a
+/// contiguous array as one slice walk).
+fn le_bytes<T: Copy, const N: usize>(a: &ndarray::ArrayD<T>, f: fn(T) -> [u8; N]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(a.len() * N);
+    match a.as_slice() {
+        Some(s) => s.iter().for_each(|&v| out.extend_from_slice(&f(v))),
+        None => a.iter().for_each(|&v| out.extend_from_slice(&f(v))),
+    }
+    out
+}
+
 /// Encodes a Tensor as a TensorProto with little-endian raw_data (strings: string_data, as
 /// onnx.proto requires).
 pub fn from_tensor(name: &str, t: &Tensor) -> TensorProto {
@@ -251,19 +262,19 @@ pub fn from_tensor(name: &str, t: &Tensor) -> TensorProto {
                 ..Default::default()
             }
         }
-        Tensor::F32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        Tensor::F64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        Tensor::I32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        Tensor::I64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::F32(a) => le_bytes(a, f32::to_le_bytes),
+        Tensor::F64(a) => le_bytes(a, f64::to_le_bytes),
+        Tensor::I32(a) => le_bytes(a, i32::to_le_bytes),
+        Tensor::I64(a) => le_bytes(a, i64::to_le_bytes),
         Tensor::Bool(a) => a.iter().map(|&v| v as u8).collect(),
-        Tensor::F16(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        Tensor::BF16(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        Tensor::I8(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::F16(a) => le_bytes(a, f16::to_le_bytes),
+        Tensor::BF16(a) => le_bytes(a, bf16::to_le_bytes),
+        Tensor::I8(a) => a.iter().map(|&v| v as u8).collect(),
         Tensor::U8(a) => a.iter().copied().collect(),
-        Tensor::I16(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        Tensor::U16(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        Tensor::U32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        Tensor::U64(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::I16(a) => le_bytes(a, i16::to_le_bytes),
+        Tensor::U16(a) => le_bytes(a, u16::to_le_bytes),
+        Tensor::U32(a) => le_bytes(a, u32::to_le_bytes),
+        Tensor::U64(a) => le_bytes(a, u64::to_le_bytes),
         Tensor::I4(a) => pack_nibbles(a.iter().map(|&v| v as u8)),
         Tensor::U4(a) => pack_nibbles(a.iter().copied()),
     };
@@ -271,7 +282,7 @@ pub fn from_tensor(name: &str, t: &Tensor) -> TensorProto {
         name: name.to_string(),
         dims: t.shape().iter().map(|&d| d as i64).collect(),
         data_type: t.dtype().0,
-        raw_data: raw,
+        raw_data: raw.into(),
         ..Default::default()
     }
 }
@@ -300,7 +311,7 @@ mod tests {
         assert_eq!(to_tensor(&typed, &Limits::default()).unwrap(), want);
         // Three values need two bytes, not one.
         let short = TensorProto {
-            raw_data: vec![0x21],
+            raw_data: vec![0x21].into(),
             int32_data: vec![],
             ..typed
         };

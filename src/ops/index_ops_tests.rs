@@ -335,7 +335,7 @@ fn constant_of_shape_errors() {
     assert!(e.contains("exactly one element"), "{e}");
     let mut half = from_tensor("value", &f32s(&[1], &[1.]));
     half.data_type = DType::F16.0;
-    half.raw_data = vec![0, 0x3c];
+    half.raw_data = vec![0, 0x3c].into();
     half.float_data.clear();
     let n = node("ConstantOfShape", vec![attr::tensor("value", half)]);
     let e = run_first(constant_of_shape, &n, 9, &[&Tensor::from_i64s(&[2])]).unwrap_err();

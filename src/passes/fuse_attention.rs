@@ -186,7 +186,7 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
     removed.extend(qn.into_iter().chain(kn).chain(vn));
     let hidden = heads * head_size;
     let packed = packed_split(model, [q_lin, k_lin, v_lin], hidden)?;
-    let (x, weights, bias) = match packed {
+    let (x, ws, bs, part) = match packed {
         Some((split_id, qkv)) => {
             removed.push(split_id);
             let p = linear(model, qkv, 3 * hidden, dt, "packed QKV")?;
@@ -197,9 +197,7 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
                 ));
             }
             removed.extend(&p.nodes);
-            let w = concat_columns(model, &[p.weight], dt)?;
-            let b = concat_bias(model, &[p.bias], 3 * hidden as usize, dt)?;
-            (p.x, w, b)
+            (p.x, vec![p.weight], vec![p.bias], 3 * hidden as usize)
         }
         None => {
             let q = linear(model, q_lin, hidden, dt, "query")?;
@@ -216,9 +214,8 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
                 return Err(format!("the value projection is scaled by {}", v.factor));
             }
             scale *= q.factor * k.factor;
-            let w = concat_columns(model, &[q.weight, k.weight, v.weight], dt)?;
-            let b = concat_bias(model, &[q.bias, k.bias, v.bias], hidden as usize, dt)?;
-            (q.x, w, b)
+            let ws = vec![q.weight, k.weight, v.weight];
+            (q.x, ws, vec![q.bias, k.bias, v.bias], hidden as usize)
         }
     };
     if !(scale as f32).is_finite() || scale as f32 == 0.0 {
@@ -255,14 +252,9 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
         ..Default::default()
     };
     let base = g.name(out).to_string();
-    let name = g.fresh_name(&format!("{base}_qkv_weight"));
-    let w = patch.new_initializer(&name, from_tensor(&name, &weights));
-    let name = g.fresh_name(&format!("{base}_qkv_bias"));
-    let b = patch.new_initializer(&name, from_tensor(&name, &bias));
-
     let mut fused = NewNode::new("Attention", MS_DOMAIN);
     fused.name = fresh_node_name(g, &format!("{base}_Attention"));
-    fused.inputs = vec![Some(x.into()), Some(w), Some(b)];
+    fused.inputs = vec![Some(x.into()), None, None];
     fused.outputs = vec![Some(out.into())];
     fused.set_attr(attr::int("num_heads", heads));
     fused.set_attr(attr::float("scale", scale as f32));
@@ -277,6 +269,13 @@ fn fuse(model: &Model, softmax: NodeId) -> Result<Patch, String> {
             fused.inputs.push(Some(mask_index));
         }
     }
+    // The packed weights last, once every guard has passed: they copy megabytes.
+    let weights = concat_columns(model, &ws, dt)?;
+    let bias = concat_bias(model, &bs, part, dt)?;
+    let name = g.fresh_name(&format!("{base}_qkv_weight"));
+    fused.inputs[1] = Some(patch.new_initializer(&name, from_tensor(&name, &weights)));
+    let name = g.fresh_name(&format!("{base}_qkv_bias"));
+    fused.inputs[2] = Some(patch.new_initializer(&name, from_tensor(&name, &bias)));
     patch.add.push(fused);
     Ok(patch)
 }

@@ -23,7 +23,7 @@ use crate::ir::types::Dim;
 use crate::ir::{Model, Node, NodeId};
 use crate::ops::shape_value::int_elements;
 use crate::passes::matchers::{
-    constant_value, fresh_node_name, last_dim, produced_by, sole_consumer_op,
+    constant_shape, fresh_node_name, last_dim, produced_by, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 
@@ -85,8 +85,8 @@ fn propose(model: &Model, gemm_id: NodeId, r1_id: NodeId, r1: &Node) -> Result<P
     }
     sole_consumer_op(g, a, "Gemm", "flattened input")?;
     let w = gemm.input(1).ok_or("Gemm has no B")?;
-    let wt = constant_value(model, w).ok_or("Gemm's B is not a constant")?;
-    let &[wk, n] = wt.shape() else {
+    let wt = constant_shape(model, w).ok_or("Gemm's B is not a constant")?;
+    let &[wk, n] = wt.as_slice() else {
         return Err("Gemm's B is not 2-D".into());
     };
     if wk as i64 != k {
@@ -94,9 +94,9 @@ fn propose(model: &Model, gemm_id: NodeId, r1_id: NodeId, r1: &Node) -> Result<P
     }
     let c = gemm.input(2);
     if let Some(c) = c {
-        let ct = constant_value(model, c).ok_or("Gemm's C is not a constant")?;
-        if ct.shape() != [n] {
-            return Err(format!("Gemm's C has shape {:?}, not [{n}]", ct.shape()));
+        let ct = constant_shape(model, c).ok_or("Gemm's C is not a constant")?;
+        if ct != [n] {
+            return Err(format!("Gemm's C has shape {ct:?}, not [{n}]"));
         }
     }
     let y = gemm.output(0).ok_or("Gemm has no output")?;

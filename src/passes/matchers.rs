@@ -30,6 +30,15 @@ pub fn constant_value(model: &Model, v: ValueId) -> Option<Cow<'_, Tensor>> {
     crate::ops::shape_value::constant_tensor(&model.graph, v)
 }
 
+/// A constant's shape, without decoding an initializer's bytes (a rule that only checks the
+/// shape of a weight should not make the graph decode megabytes).
+pub fn constant_shape(model: &Model, v: ValueId) -> Option<Vec<usize>> {
+    match model.graph.constant(v) {
+        Some(t) => t.dims.iter().map(|&d| usize::try_from(d).ok()).collect(),
+        None => constant_value(model, v).map(|t| t.shape().to_vec()),
+    }
+}
+
 /// A node name not used in the graph, derived from `base`.
 pub fn fresh_node_name(g: &Graph, base: &str) -> String {
     let taken = |n: &str| g.node_ids().any(|id| g.node(id).name == n);

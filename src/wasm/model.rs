@@ -8,7 +8,7 @@ use wasm_bindgen::prelude::*;
 
 use super::convert::{from_js, outputs_to_js, tensors_from_js, to_js};
 use super::{err, OptimizeOptions, RunOptions};
-use crate::io::{load_bytes, to_bytes, ExternalData, LoadOptions};
+use crate::io::{load_buf, to_bytes, ExternalData, LoadOptions};
 use crate::ir::Model;
 use crate::pipeline;
 use crate::report::OptimizeReport;
@@ -40,7 +40,7 @@ impl WasmModel {
     /// Parses .onnx bytes. `external`: `{ fileName: Uint8Array }` for tensors stored in external
     /// data files (their `location`), or undefined.
     pub fn load(
-        bytes: &[u8],
+        bytes: Vec<u8>,
         #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array> | undefined")]
         external: JsValue,
     ) -> Result<WasmModel, JsError> {
@@ -58,7 +58,7 @@ impl WasmModel {
                 let data: js_sys::Uint8Array = pair.get(1).dyn_into().map_err(|_| {
                     JsError::new(&format!("external: '{name}' is not a Uint8Array"))
                 })?;
-                files.insert(name, data.to_vec());
+                files.insert(name, bytes::Bytes::from(data.to_vec()));
             }
         }
         let external = match files.is_empty() {
@@ -70,7 +70,7 @@ impl WasmModel {
             external,
         };
         Ok(WasmModel {
-            model: load_bytes(bytes, &opts).map_err(err)?,
+            model: load_buf(bytes.into(), &opts).map_err(err)?,
         })
     }
 
