@@ -213,6 +213,11 @@ test("a truncated model is an error on the page, and the page stays usable", asy
   await dropFiles([{ name: "cut.onnx", path: cut }]);
   await page.waitForFunction(() => document.getElementById("status").classList.contains("error"), null, { timeout: 30000 });
   assert.match(await statusText(), /^Could not load cut\.onnx: cannot decode ONNX model: .+/);
+  // Nothing of the model shown before stays: no report, graphs, benchmark, dims or download.
+  for (const id of ["#report", "#graphs", "#bench", "#dims"]) assert.equal(await page.isVisible(id), false, id);
+  assert.equal(await page.isDisabled("#dl-model"), true);
+  assert.equal(await page.isDisabled("#dl-report"), true);
+  await page.screenshot({ path: join(outDir, "failed-load.png"), fullPage: true });
   await page.click('[data-sample="eyelike_add.onnx"]');
   await page.waitForFunction(() => /graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 30000 });
   assert.equal(await page.textContent("#nodes-after"), "1");
@@ -220,6 +225,10 @@ test("a truncated model is an error on the page, and the page stays usable", asy
 });
 
 test("the file picker loads a model too (bert_tiny), and a dims change re-optimizes", async () => {
+  await page.setInputFiles("#file", join(root, "tests/models/bert_tiny.onnx"));
+  await page.waitForFunction(() => /^bert_tiny\.onnx: .*graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
+  // Choosing the same file again loads it again (the input is reset after each choice).
+  await page.evaluate(() => { document.getElementById("status").textContent = ""; });
   await page.setInputFiles("#file", join(root, "tests/models/bert_tiny.onnx"));
   await page.waitForFunction(() => /^bert_tiny\.onnx: .*graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
   const cliR = cliReport(join(root, "tests/models/bert_tiny.onnx"), { batch: 2, seq: 5 });

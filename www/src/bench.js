@@ -23,7 +23,7 @@ async function webgpuState() {
 export function clearBench() {
   $("bench").hidden = true;
   $("bench-result").textContent = "";
-  $("bench-chart").hidden = true;
+  $("bench-chart").toggleAttribute("hidden", true); // an SVG element: no .hidden property
   $("bench-progress").hidden = true;
 }
 
@@ -44,7 +44,7 @@ export function setupBench(call, measured) {
     const bar = $("bench-progress");
     Object.assign(bar, { hidden: false, value: 0, max: runs });
     $("bench-run").disabled = true;
-    $("bench-chart").hidden = true;
+    $("bench-chart").toggleAttribute("hidden", true); // an SVG element: no .hidden property
     $("bench-result").textContent = `Running ${runs} interleaved runs of each graph of ${what.label}…`;
     const stale = () => measured()?.gen !== what.gen;
     try {
@@ -73,7 +73,7 @@ export function setupBench(call, measured) {
       res.dataset.speedup = String(s.speedup);
       res.textContent = text;
       const chart = $("bench-chart");
-      chart.hidden = false;
+      chart.toggleAttribute("hidden", false);
       drawChart(chart, r.original_ms, r.optimized_ms, [mo, mf]);
     } catch (err) {
       $("bench-result").textContent = `Benchmark of ${what.label} failed: ${err.message}`;

@@ -10,7 +10,7 @@ function el(name, attrs, parent) {
 }
 
 export function drawChart(svg, original, fused, medians) {
-  const W = 760, H = 260, L = 64, R = 190, T = 14, B = 34;
+  const W = 780, H = 260, L = 84, R = 190, T = 14, B = 34;
   svg.replaceChildren();
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const n = Math.max(original.length, fused.length);

@@ -164,27 +164,27 @@ export function createView(figure, g, colours, hooks) {
 
   // The minimap: every node as a dot (drawn once), the view as a rectangle.
   let miniImage = null;
-  const miniScale = () => Math.min(mini.width / Math.max(g.width, 1), mini.height / Math.max(g.height, 1));
+  // Each axis scaled on its own: a tall, narrow transformer still fills the box.
+  const sx = mini.width / Math.max(g.width, 1);
+  const sy = mini.height / Math.max(g.height, 1);
   function drawMinimap() {
     const ctx = mini.getContext("2d");
-    const s = miniScale();
     if (!miniImage) {
       ctx.clearRect(0, 0, mini.width, mini.height);
       for (const n of nodes) {
         ctx.fillStyle = n.fused ? "#e8590c" : n.fused_into ? "#f4a06b" : "#8a94a6";
-        ctx.fillRect(n.x * s - 1, n.y * s - 0.5, Math.max(n.w * s, 2), Math.max(n.h * s, 1));
+        ctx.fillRect((n.x - n.w / 2) * sx, (n.y - n.h / 2) * sy, Math.max(n.w * sx, 1), Math.max(n.h * sy, 1));
       }
       miniImage = ctx.getImageData(0, 0, mini.width, mini.height);
     }
     ctx.putImageData(miniImage, 0, 0);
     ctx.strokeStyle = "#c92a2a";
     ctx.lineWidth = 1.5;
-    ctx.strokeRect(vb.x * s, vb.y * s, Math.max(vb.w * s, 3), Math.max(vb.h * s, 3));
+    ctx.strokeRect(vb.x * sx, vb.y * sy, Math.max(vb.w * sx, 3), Math.max(vb.h * sy, 3));
   }
   const miniMove = (e) => {
     const r = mini.getBoundingClientRect();
-    const s = miniScale() * (r.width / mini.width);
-    centre((e.clientX - r.left) / s, (e.clientY - r.top) / s);
+    centre(((e.clientX - r.left) * mini.width) / r.width / sx, ((e.clientY - r.top) * mini.height) / r.height / sy);
     hooks.moved();
   };
   mini.onpointerdown = (e) => {

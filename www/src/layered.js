@@ -169,20 +169,27 @@ export function layered(sizes, edgeList, options = {}, progress = () => {}) {
     maxX = Math.max(maxX, x[v] + vw[v] / 2);
   }
   if (V === 0) minX = maxX = 0;
-  const dx = o.margin - minX;
+  // Edges without a dummy chain run down a lane left of the drawing (a bus, not lines through
+  // the nodes): out of the source, along the lane, into the target from above.
+  const long = edgeList.some(([a, b]) => a !== b && !chains.has(`${a}>${b}`));
+  const lane = o.margin;
+  const dx = o.margin - minX + (long ? 3 * o.nodesep : 0);
   const X = (v) => x[v] + dx;
   const bottom = (v) => [X(v), rankY[vr[v]] + sizes[v].h / 2];
   const top = (v) => [X(v), rankY[vr[v]] - sizes[v].h / 2];
+  const gap = o.ranksep / 2;
   const routes = edgeList.map(([a, b]) => {
     const chain = chains.get(`${a}>${b}`);
     if (chain) return [bottom(a), ...chain.slice(1, -1).map((d) => [X(d), rankY[vr[d]]]), top(b)];
     if (a === b) return [bottom(a), [X(a) + sizes[a].w / 2 + 12, rankY[vr[a]]], top(a)];
-    return [bottom(a), top(b)];
+    const [s, t] = [bottom(a), top(b)];
+    if (t[1] < s[1]) return [s, [s[0], s[1] + gap], [lane, s[1] + gap], [lane, t[1] - gap], [t[0], t[1] - gap], t];
+    return [s, [lane, s[1] + gap], [lane, t[1] - gap], t];
   });
   return {
     x: Array.from({ length: n }, (_, v) => X(v)),
     y: Array.from({ length: n }, (_, v) => rankY[vr[v]]),
-    width: maxX - minX + 2 * o.margin,
+    width: maxX - minX + 2 * o.margin + (long ? 3 * o.nodesep : 0),
     height: cy - o.ranksep + o.margin,
     routes,
   };

@@ -35,8 +35,10 @@ function status(text, error = false) {
   s.classList.toggle("error", error);
 }
 
-// Timings of the last load, read by people and by the end-to-end tests.
+// Timings of the last load, read by people and by the end-to-end tests (which also read the
+// views' state through fuselabViews).
 const timing = (window.fuselabTiming = {});
+window.fuselabViews = () => views;
 let current = null; // { name, summary, report, dims, gen }
 let gen = 0; // bumped by every load and optimization: late answers for an older one are dropped
 let views = {}; // { before, after }: graph.js views
@@ -156,12 +158,14 @@ async function optimize(t0 = performance.now()) {
   const failed = [];
   let layoutMs = 0;
   const laid = {};
+  const sideMs = {};
   for (const side of ["before", "after"]) {
     try {
       const l = await call("layout", { side }, (p) => status(`Optimized ${name}; laying out the ${side} graph: ${p.step}…`));
       if (my !== gen) return;
       laid[side] = l.graph;
       layoutMs += l.layout_ms;
+      sideMs[`layout_${side}_ms`] = l.layout_ms;
     } catch (e) {
       if (my !== gen) return;
       failed.push(`the layout of the ${side} graph failed: ${e.message}`);
@@ -195,7 +199,7 @@ async function optimize(t0 = performance.now()) {
   search.run();
   await new Promise((res) => requestAnimationFrame(() => setTimeout(res, 0)));
   const shown = performance.now() - t0;
-  Object.assign(timing, { optimize_ms: r.optimize_ms, layout_ms: layoutMs, drop_to_graphs_ms: shown });
+  Object.assign(timing, { optimize_ms: r.optimize_ms, layout_ms: layoutMs, ...sideMs, drop_to_graphs_ms: shown });
   const head = `${name}: ${r.report.nodes_before} → ${r.report.nodes_after} nodes${r.report.target ? ` for ${r.report.target}` : ""}. ` +
     `Optimized in ${r.optimize_ms.toFixed(0)} ms`;
   if (failed.length) return status(`${head}, but ${failed.join("; ")}.`, true);

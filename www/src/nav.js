@@ -71,8 +71,9 @@ export function setupSearch(views, link) {
     const n = matches.length;
     const q = $("search").value.trim();
     const per = (s) => matches.filter((m) => m.side === s).length;
+    const where = `(${per("before")} before, ${per("after")} after)`;
     $("search-count").textContent = q === "" ? "" : n === 0 ? "no match"
-      : `${at + 1} of ${n} (${per("before")} before, ${per("after")} after)`;
+      : at < 0 ? `${n} match${n > 1 ? "es" : ""} ${where}` : `${at + 1} of ${n} ${where}`;
     $("search-prev").disabled = $("search-next").disabled = n === 0;
   };
   const run = () => {
