@@ -8,6 +8,10 @@
                                        masked softmax attention, Tanh MLP, residual Adds) with
                                        tiny weights, shared by every block: a big graph in a
                                        small file.
+  make_models.py strip SRC OUT         SRC's graph with every external-data initializer made
+                                       a graph input (same name, type and shape): a real
+                                       model's graph (tests/models/real, whose .data files are
+                                       not in the repository) for timing the page's layout.
 """
 import sys
 
@@ -69,9 +73,25 @@ def layers(n, out):
     onnx.save(model, out)
 
 
+def strip(src, out):
+    m = onnx.load(src, load_external_data=False)
+    g = m.graph
+    keep = []
+    for t in g.initializer:
+        if t.data_location == TensorProto.EXTERNAL:
+            g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            keep.append(t)
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    onnx.save(m, out)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "unsupported":
         unsupported(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "strip":
+        strip(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "layers":
         layers(int(sys.argv[2]), sys.argv[3])
     else:

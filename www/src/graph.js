@@ -94,13 +94,17 @@ export function createView(figure, g, colours, hooks) {
   };
 
   const size = () => [svg.clientWidth || 600, svg.clientHeight || 700];
+  // The middle of the drawing: the median node x (a wide row of inputs does not pull it aside).
+  const xs = nodes.map((n) => n.x).sort((a, b) => a - b);
+  const midX = xs.length ? xs[xs.length >> 1] : g.width / 2;
   const initial = () => {
-    // Readable from the start: the whole width if it fits at 0.6 scale or more, from the top.
+    // Readable from the start: the whole width if it fits at 0.6 scale or more, else centred on
+    // the middle; from the top.
     const [pw, ph] = size();
     const scale = Math.max(Math.min(pw / Math.max(g.width, 1), 1), 0.6);
     const w = pw / scale;
     const h = ph / scale;
-    return { x: (g.width - w) / 2, y: h > g.height ? (g.height - h) / 2 : 0, w, h };
+    return { x: w >= g.width ? (g.width - w) / 2 : midX - w / 2, y: h > g.height ? (g.height - h) / 2 : 0, w, h };
   };
   let vb = initial();
   let frame = 0;

@@ -1,7 +1,7 @@
 // A layered (Sugiyama-style) layout written for big graphs: every step is a loop over arrays,
 // nothing recurses, so 10,000+ nodes lay out without a stack limit. Steps: topological order
 // (Kahn; edges that close a cycle are drawn but do not rank), longest-path ranks with sources
-// pulled down next to their first reader, dummy vertices on edges spanning a few ranks, a few
+// and chains pulled down next to their first reader, dummy vertices on edges spanning a few ranks, a few
 // barycenter sweeps to reduce crossings, then x by isotonic regression towards the neighbours'
 // mean (closest placement that keeps order and spacing), y by rank.
 //
@@ -44,12 +44,15 @@ export function layered(sizes, edgeList, options = {}, progress = () => {}) {
         rank[w] = Math.max(rank[w], rank[v] + 1);
         preds[w]++;
       }
+  // Then, from the bottom up, a node with at least as many edges out as in moves down to just
+  // above its first reader (its edges get no longer in total): graph inputs, weights' Identity
+  // nodes and Shape chains sit next to where they are read instead of in one wide top row.
   for (let i = order.length - 1; i >= 0; i--) {
     const v = order[i];
-    if (preds[v] > 0 || out[v].length === 0) continue;
     let lo = Infinity;
-    for (const w of out[v]) if (forward(v, w)) lo = Math.min(lo, rank[w]);
-    if (lo !== Infinity) rank[v] = lo - 1;
+    let outs = 0;
+    for (const w of out[v]) if (forward(v, w)) (lo = Math.min(lo, rank[w])), outs++;
+    if (outs >= preds[v] && lo !== Infinity && lo - 1 > rank[v]) rank[v] = lo - 1;
   }
   progress("ranked");
 
