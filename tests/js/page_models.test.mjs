@@ -115,6 +115,23 @@ test("float attributes print short: the fused Attention's mask_filter_value", as
   assert.equal(rows["attribute scale"], "0.25");
 });
 
+test("the fused-op list and the legend lead to the nodes", async () => {
+  // A fused op's row selects its first node after fusion and what it replaced before.
+  await page.click('#fusions tr[data-op="SkipLayerNormalization"] button');
+  const sel = page.locator("#graph-after .node.selected");
+  assert.equal(await sel.locator("text").textContent(), "SkipLayerNormalization");
+  const replaced = await page.locator("#graph-before .node.lit.replaced").count();
+  assert.ok(replaced >= 2, `lit replaced nodes before: ${replaced}`);
+  assert.match(await page.textContent("#inspector"), /fused by skip_layer_norm/);
+  // A legend entry finds that op type on both sides.
+  await page.click('#legend button:has-text("Gather")');
+  assert.equal(await page.inputValue("#search"), "Gather");
+  assert.match(await page.textContent("#search-count"), /^1 of \d+ \(\d+ before, \d+ after\)$/);
+  assert.ok((await page.locator("#graph-before .node.match").count()) > 1);
+  await page.fill("#search", "");
+  await page.dispatchEvent("#search", "input");
+});
+
 test("the benchmark result stays with the model it measured; chart labels do not clip or overlap", async () => {
   await page.fill("#runs", "400");
   await page.click("#bench-run");
@@ -160,6 +177,10 @@ test("a 3,000-node graph lays out and draws; search finds a node by name; the tw
   await page.click("#fit");
   await page.waitForFunction(() => document.getElementById("graph-before").dataset.mode === "canvas");
   await shot("big-fit.png");
+  // Far out a click zooms in where it lands.
+  const w0 = (await page.evaluate(() => window.fuselabViews().before.viewBox)).w;
+  await page.locator("#graph-before").click({ position: { x: 150, y: 200 } });
+  assert.ok((await page.evaluate(() => window.fuselabViews().before.viewBox)).w < w0 / 2);
   await page.click("#reset");
   await page.waitForFunction(() => document.getElementById("graph-before").dataset.mode === "visible");
 

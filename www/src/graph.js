@@ -1,5 +1,6 @@
 // Draws a laid-out graph (layout.js) in a figure: SVG boxes and edges, a canvas for the far view
-// of big graphs, a minimap. Zoom (wheel, +/-), pan (drag, arrows), fit (f), reset (0).
+// of big graphs, a minimap. Zoom (wheel, +/-, a click on the far view), pan (drag, arrows),
+// fit (f), reset (0).
 //
 // A graph of up to SMALL boxes keeps every box in the DOM. A bigger one draws only what is in
 // view: as SVG while at most DETAIL boxes are visible, else as plain rectangles on a canvas, so
@@ -229,8 +230,14 @@ export function createView(figure, g, colours, hooks) {
     drag.moved = true;
     schedule();
   };
-  svg.onpointerup = svg.onpointercancel = () => {
+  svg.onpointerup = svg.onpointercancel = (e) => {
     if (drag?.moved) userMoved();
+    else if (drag && svg.dataset.mode === "canvas") {
+      // Far out, boxes are pixels on the canvas: a click zooms in there instead of selecting.
+      const r = svg.getBoundingClientRect();
+      zoomBy(1 / 3, (e.clientX - r.left) / r.width, (e.clientY - r.top) / r.height);
+      userMoved();
+    }
     drag = null;
   };
   svg.onkeydown = (e) => {
