@@ -118,8 +118,9 @@ test("float attributes print short: the fused Attention's mask_filter_value", as
 test("the fused-op list and the legend lead to the nodes", async () => {
   // A fused op's row selects its first node after fusion and what it replaced before.
   await page.click('#fusions tr[data-op="SkipLayerNormalization"] button');
-  const sel = page.locator("#graph-after .node.selected");
-  assert.equal(await sel.locator("text").textContent(), "SkipLayerNormalization");
+  // (Classes change on the next animation frame.)
+  await page.waitForFunction(() =>
+    document.querySelector("#graph-after .node.selected text")?.textContent === "SkipLayerNormalization", null, { timeout: 5000 });
   const replaced = await page.locator("#graph-before .node.lit.replaced").count();
   assert.ok(replaced >= 2, `lit replaced nodes before: ${replaced}`);
   assert.match(await page.textContent("#inspector"), /fused by skip_layer_norm/);
@@ -127,7 +128,7 @@ test("the fused-op list and the legend lead to the nodes", async () => {
   await page.click('#legend button:has-text("Gather")');
   assert.equal(await page.inputValue("#search"), "Gather");
   assert.match(await page.textContent("#search-count"), /^1 of \d+ \(\d+ before, \d+ after\)$/);
-  assert.ok((await page.locator("#graph-before .node.match").count()) > 1);
+  await page.waitForFunction(() => document.querySelectorAll("#graph-before .node.match").length > 1, null, { timeout: 5000 });
   await page.fill("#search", "");
   await page.dispatchEvent("#search", "input");
 });

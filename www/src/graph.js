@@ -297,6 +297,9 @@ export function createView(figure, g, colours, hooks) {
     },
     setState(patch) {
       Object.assign(state, patch);
+      // Boxes already drawn change at once (hover feedback, and tests, need no frame); what
+      // comes into view and the canvas follow on the next frame.
+      for (const [i, group] of boxes) group.setAttribute("class", classes(i));
       schedule();
     },
     get state() {
