@@ -29,6 +29,7 @@ await build({
 const copies = [
   ["www/index.html", "index.html"],
   ["www/style.css", "style.css"],
+  ["www/favicon.svg", "favicon.svg"],
   ["pkg/fuselab_bg.wasm", "fuselab_bg.wasm"],
   ["examples/eyelike_add.onnx", "samples/eyelike_add.onnx"],
   ["tests/models/gpt2_tiny.onnx", "samples/gpt2_tiny.onnx"],

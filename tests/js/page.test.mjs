@@ -191,6 +191,7 @@ test("the report JSON download is the report the page shows", async () => {
 test("the wheel zooms and a drag pans the graph", async () => {
   const svg = page.locator("#graph-before");
   const viewBox = async () => (await svg.getAttribute("viewBox")).split(" ").map(Number);
+  await svg.scrollIntoViewIfNeeded();
   const box = await svg.boundingBox();
   await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
   const [, , w0] = await viewBox();
@@ -211,7 +212,12 @@ test("a truncated model is an error on the page, and the page stays usable", asy
   writeFileSync(cut, bytes.subarray(0, bytes.length >> 1));
   await dropFiles([{ name: "cut.onnx", path: cut }]);
   await page.waitForFunction(() => document.getElementById("status").classList.contains("error"), null, { timeout: 30000 });
-  assert.match(await statusText(), /Could not load the model: .+/);
+  assert.match(await statusText(), /^Could not load cut\.onnx: cannot decode ONNX model: .+/);
+  // Nothing of the model shown before stays: no report, graphs, benchmark, dims or download.
+  for (const id of ["#report", "#graphs", "#bench", "#dims", "#profile"]) assert.equal(await page.isVisible(id), false, id);
+  assert.equal(await page.isDisabled("#dl-model"), true);
+  assert.equal(await page.isDisabled("#dl-report"), true);
+  await page.screenshot({ path: join(outDir, "failed-load.png"), fullPage: true });
   await page.click('[data-sample="eyelike_add.onnx"]');
   await page.waitForFunction(() => /graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 30000 });
   assert.equal(await page.textContent("#nodes-after"), "1");
@@ -253,6 +259,10 @@ test("the profile panel shows the CLI's profile of both graphs, and a candidate 
 });
 
 test("the file picker loads a model too (bert_tiny), and a dims change re-optimizes", async () => {
+  await page.setInputFiles("#file", join(root, "tests/models/bert_tiny.onnx"));
+  await page.waitForFunction(() => /^bert_tiny\.onnx: .*graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
+  // Choosing the same file again loads it again (the input is reset after each choice).
+  await page.evaluate(() => { document.getElementById("status").textContent = ""; });
   await page.setInputFiles("#file", join(root, "tests/models/bert_tiny.onnx"));
   await page.waitForFunction(() => /^bert_tiny\.onnx: .*graphs shown/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
   const cliR = cliReport(join(root, "tests/models/bert_tiny.onnx"), { batch: 2, seq: 5 });

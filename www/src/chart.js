@@ -10,7 +10,7 @@ function el(name, attrs, parent) {
 }
 
 export function drawChart(svg, original, fused, medians) {
-  const W = 720, H = 260, L = 64, R = 150, T = 14, B = 34;
+  const W = 780, H = 260, L = 84, R = 190, T = 14, B = 34;
   svg.replaceChildren();
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const n = Math.max(original.length, fused.length);
@@ -27,11 +27,21 @@ export function drawChart(svg, original, fused, medians) {
   }
   const xl = el("text", { x: (L + W - R) / 2, y: H - 8, "text-anchor": "middle", class: "tick" }, svg);
   xl.textContent = `run (1–${n})`;
-  for (const [series, m, cls, label] of [[original, medians[0], "original", "original"], [fused, medians[1], "fused", "fused"]]) {
+  // The two median labels sit at their lines, moved apart when the medians are close (one
+  // line of text, 14 px, between them) and kept inside the chart.
+  const ly = medians.map((m) => y(m) + 4);
+  const [hi, lo] = ly[0] <= ly[1] ? [0, 1] : [1, 0];
+  if (ly[lo] - ly[hi] < 14) {
+    const mid = (ly[0] + ly[1]) / 2;
+    ly[hi] = mid - 7;
+    ly[lo] = mid + 7;
+  }
+  const shift = Math.max(0, T + 8 - ly[hi]) - Math.max(0, ly[lo] - (H - B));
+  for (const [series, m, cls, label, i] of [[original, medians[0], "original", "original", 0], [fused, medians[1], "fused", "fused", 1]]) {
     const g = el("g", { class: `series ${cls}` }, svg);
-    series.forEach((v, i) => el("circle", { cx: x(i), cy: y(v), r: 2.2 }, g));
+    series.forEach((v, k) => el("circle", { cx: x(k), cy: y(v), r: 2.2 }, g));
     el("line", { x1: L, y1: y(m), x2: W - R, y2: y(m), class: "median" }, g);
-    const t = el("text", { x: W - R + 6, y: y(m) + 4, class: "legend" }, g);
+    const t = el("text", { x: W - R + 6, y: ly[i] + shift, class: "legend" }, g);
     t.textContent = `${label} median ${m.toPrecision(3)} ms`;
   }
 }

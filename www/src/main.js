@@ -1,7 +1,13 @@
 // The page: file drop / picker / samples → worker (wasm) → report, before/after graphs, bench.
-import { drawGraph, linkGraphs, pickNodes } from "./graph.js";
+// A model goes through stages, each with its own message on failure, none hiding what an
+// earlier one produced: load, optimize (report, fusions, download), layout and drawing (each
+// side), parity (its own card).
+import { createView, opColours } from "./graph.js";
+import { linkViews, setupSearch, showLegend } from "./nav.js";
+import { clearReport, inspect, showParity, showReport } from "./report.js";
+import { clearBench, setupBench } from "./bench.js";
+import { parityFailure } from "./format.js";
 import { drawProfile } from "./profile.js";
-import { drawChart } from "./chart.js";
 
 const $ = (id) => document.getElementById(id);
 const worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
@@ -30,26 +36,51 @@ function status(text, error = false) {
   s.classList.toggle("error", error);
 }
 
-// Timings of the last load, read by people and by the end-to-end test.
+// Timings of the last load, read by people and by the end-to-end tests (which also read the
+// views' state through fuselabViews).
 const timing = (window.fuselabTiming = {});
-let current = null; // { name, summary, report }
-let drawings = null; // { before, after }: graph.js drawings of the current graphs
+window.fuselabViews = () => views;
+let current = null; // { name, summary, report, dims, gen }
+let gen = 0; // bumped by every load and optimization: late answers for an older one are dropped
+let views = {}; // { before, after }: graph.js views
+let link = null;
 
-// ---- loading -------------------------------------------------------------------------------
+// ---- stages ----------------------------------------------------------------------------------
+
+/** Forgets the shown model: report, graphs, benchmark, downloads, dims. */
+function clearModel() {
+  current = null;
+  views = {};
+  link = null;
+  clearReport();
+  clearBench();
+  $("graphs").hidden = true;
+  for (const id of ["graph-before", "graph-after"]) $(id).replaceChildren();
+  $("inspector").replaceChildren(Object.assign(document.createElement("em"), { textContent: "Click a node to inspect it." }));
+  $("dl-model").disabled = $("dl-report").disabled = true;
+  $("dims").hidden = true;
+  $("profile").hidden = true;
+}
 
 async function loadFiles(files, t0) {
+  const my = ++gen;
+  const names = files.map((f) => f.name).join(", ");
+  clearModel();
+  let loaded;
   try {
-    status(`Reading ${files.map((f) => f.name).join(", ")}…`);
+    status(`Reading ${names}…`);
     const payload = await Promise.all(
       files.map(async (f) => ({ name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) })),
     );
-    const loaded = await call("load", { files: payload });
-    current = { ...loaded };
-    showDims(loaded.summary);
-    await optimize(t0);
+    loaded = await call("load", { files: payload });
   } catch (e) {
-    status(`Could not load the model: ${e.message}`, true);
+    if (my === gen) status(`Could not load ${names}: ${e.message}`, true);
+    return;
   }
+  if (my !== gen) return;
+  current = { name: loaded.name, summary: loaded.summary };
+  showDims(loaded.summary);
+  await optimize(t0);
 }
 
 function symbolicDims(summary) {
@@ -60,6 +91,7 @@ function symbolicDims(summary) {
 }
 
 const DEFAULT_DIMS = { batch: 1, seq: 8, sequence: 8, N: 64 };
+const MAX_DIM = 1 << 20;
 
 function showDims(summary) {
   const box = $("dim-fields");
@@ -69,7 +101,7 @@ function showDims(summary) {
     const l = document.createElement("label");
     l.textContent = `${name} `;
     const i = document.createElement("input");
-    Object.assign(i, { type: "number", min: 1, max: 1 << 20, value: DEFAULT_DIMS[name] ?? 8 });
+    Object.assign(i, { type: "number", min: 1, max: MAX_DIM, value: DEFAULT_DIMS[name] ?? 8 });
     i.dataset.dim = name;
     l.append(i);
     box.append(l);
@@ -78,41 +110,143 @@ function showDims(summary) {
   $("dims").hidden = false;
 }
 
-function dims() {
+/** The dims form's values, or { error } naming the first bad one. */
+function readDims() {
   const out = {};
-  for (const i of document.querySelectorAll("#dim-fields input")) out[i.dataset.dim] = Number(i.value);
-  return out;
+  for (const i of document.querySelectorAll("#dim-fields input")) {
+    const text = i.value.trim();
+    const ok = /^\d+$/.test(text) && Number(text) >= 1 && Number(text) <= MAX_DIM;
+    i.setAttribute("aria-invalid", String(!ok));
+    if (!ok) {
+      const got = text === "" ? "it is empty" : `got ${text}`;
+      return { error: `Input size ${i.dataset.dim} must be a whole number from 1 to ${MAX_DIM} (${got}); nothing was re-optimized.` };
+    }
+    out[i.dataset.dim] = Number(text);
+  }
+  return { dims: out };
 }
 
+const label = () => {
+  const d = Object.entries(current.dims).map(([k, v]) => `${k}=${v}`).join(", ");
+  return `${current.name} (${current.report.target ? `for ${current.report.target}` : "default rules"}${d ? `, ${d}` : ""})`;
+};
+
 async function optimize(t0 = performance.now()) {
-  status(`Optimizing ${current.name}…`);
+  if (!current) return status("Load a model first.", true);
+  const read = readDims();
+  if (read.error) return status(read.error, true);
+  const my = ++gen;
+  const name = current.name;
+  const target = $("target").value || undefined;
   $("dl-model").disabled = $("dl-report").disabled = true;
-  const r = await call("optimize", { dims: dims(), target: $("target").value || undefined });
-  current.report = r.report;
-  showReport(r.report);
-  $("graphs").hidden = false;
-  const svgBefore = drawGraph($("graph-before"), r.before, inspect);
-  const svgAfter = drawGraph($("graph-after"), r.after, inspect);
-  const caption = (n, g) =>
-    `${n} nodes` + (g.constants_hidden ? ` (${g.constants_hidden} Constant nodes drawn as constant inputs)` : "");
-  $("caption-before").textContent = `before: ${caption(r.report.nodes_before, r.before)}`;
-  $("caption-after").textContent = `after: ${caption(r.report.nodes_after, r.after)}`;
-  linkGraphs(svgBefore, svgAfter);
-  drawings = { before: svgBefore, after: svgAfter };
+  clearBench();
+  status(`Optimizing ${name}…`);
+  let r;
+  try {
+    r = await call("optimize", { dims: read.dims, target });
+  } catch (e) {
+    if (my === gen) (clearReport(), status(`${name} loaded, but the optimization failed: ${e.message}`, true));
+    return;
+  }
+  if (my !== gen) return;
+  Object.assign(current, { report: r.report, dims: read.dims, gen: my, parityNote: null });
+  showReport(r.report, showFused);
+  showParity($("parity-on").checked ? "checking" : "skipped");
+  $("dl-model").disabled = $("dl-report").disabled = false;
   $("bench").hidden = false;
   $("profile").hidden = false;
   $("profile-pair").hidden = true; // a profile of the previous graphs is not this one's
   $("profile-status").textContent = "";
+
+  // Layout and drawing, one side at a time.
+  $("graphs").hidden = false;
+  const failed = [];
+  let layoutMs = 0;
+  const laid = {};
+  const sideMs = {};
+  for (const side of ["before", "after"]) {
+    try {
+      const l = await call("layout", { side }, (p) => status(`Optimized ${name}; laying out the ${side} graph: ${p.step}…`));
+      if (my !== gen) return;
+      laid[side] = l.graph;
+      layoutMs += l.layout_ms;
+      sideMs[`layout_${side}_ms`] = l.layout_ms;
+    } catch (e) {
+      if (my !== gen) return;
+      failed.push(`the layout of the ${side} graph failed: ${e.message}`);
+    }
+  }
+  const colours = opColours(Object.values(laid));
+  views = {};
+  for (const side of ["before", "after"]) {
+    const caption = $(`caption-${side}`);
+    if (!laid[side]) {
+      $(`graph-${side}`).replaceChildren();
+      caption.textContent = `${side}: not drawn (layout failed)`;
+      continue;
+    }
+    try {
+      views[side] = createView($(`graph-${side}`).closest("figure"), laid[side], colours, {
+        select: (i) => link?.select(side, i),
+        hover: (i) => link?.hover(side, i),
+        moved: () => link?.moved(side),
+      });
+      const g = laid[side];
+      const n = side === "before" ? r.report.nodes_before : r.report.nodes_after;
+      caption.textContent = `${side}: ${n} nodes` +
+        (g.constants_hidden ? ` (${g.constants_hidden} Constant nodes drawn as constant inputs)` : "");
+    } catch (e) {
+      failed.push(`drawing the ${side} graph failed: ${e.message}`);
+    }
+  }
+  link = views.before && views.after ? linkViews(views.before, views.after, inspect) : null;
+  showLegend(colours, search);
+  search.run();
   await new Promise((res) => requestAnimationFrame(() => setTimeout(res, 0)));
   const shown = performance.now() - t0;
-  Object.assign(timing, { optimize_ms: r.optimize_ms, layout_ms: r.layout_ms, drop_to_graphs_ms: shown });
-  status(
-    `${current.name}: ${r.report.nodes_before} → ${r.report.nodes_after} nodes${r.report.target ? ` for ${r.report.target}` : ""}. Optimized in ` +
-      `${r.optimize_ms.toFixed(0)} ms (with parity), laid out in ${r.layout_ms.toFixed(0)} ms; ` +
-      `graphs shown ${shown.toFixed(0)} ms after the drop.`,
-  );
-  $("dl-model").disabled = $("dl-report").disabled = false;
+  Object.assign(timing, { optimize_ms: r.optimize_ms, layout_ms: layoutMs, ...sideMs, drop_to_graphs_ms: shown });
+  const head = `${name}: ${r.report.nodes_before} → ${r.report.nodes_after} nodes${r.report.target ? ` for ${r.report.target}` : ""}. ` +
+    `Optimized in ${r.optimize_ms.toFixed(0)} ms`;
+  if (failed.length) return status(`${head}, but ${failed.join("; ")}.`, true);
+  const drawn = `laid out in ${layoutMs.toFixed(0)} ms; graphs drawn ${shown.toFixed(0)} ms after the drop`;
+
+  // Parity last: the slowest stage, and the one a model the reference backend cannot run fails.
+  let parityText = "parity skipped";
+  if ($("parity-on").checked) {
+    status(`${head}, ${drawn}; checking parity…`);
+    try {
+      const p = await call("parity", { dims: read.dims, target });
+      if (my !== gen) return;
+      if (current.parityNote === "skipped by choice") {
+        parityText = "parity skipped";
+      } else {
+        current.report.parity = p.parity;
+        showParity("checked", { parity: p.parity });
+        parityText = `parity ${p.parity.ok ? "checked" : "FAILED"} in ${p.parity_ms.toFixed(0)} ms`;
+      }
+    } catch (e) {
+      if (my !== gen) return;
+      const why = parityFailure(e.message);
+      current.parityNote = `not checked: ${why.summary}`;
+      if ($("parity-on").checked) showParity("failed", { why });
+      parityText = `parity not checked: ${why.summary}`;
+    }
+  }
+  status(`${head}, ${drawn.replace("graphs drawn", "graphs shown")}; ${parityText}.`);
 }
+
+function showFused(op) {
+  const v = views.after;
+  if (!v || !link) return;
+  const idx = v.graph.nodes.map((n, i) => (n.fused && n.op_type === op ? i : -1)).filter((i) => i >= 0);
+  if (idx.length === 0) return;
+  const at = (idx.indexOf(v.state.selected) + 1) % idx.length;
+  link.select("after", idx[at], { zoom: true });
+}
+
+const search = setupSearch(() => views, () => link);
+
+// ---- inputs ----------------------------------------------------------------------------------
 
 const drop = $("drop");
 for (const ev of ["dragenter", "dragover"])
@@ -130,6 +264,7 @@ drop.addEventListener("drop", (e) => {
 });
 $("file").addEventListener("change", (e) => {
   const files = [...e.target.files];
+  e.target.value = ""; // choosing the same file again is a change too: it reloads
   if (files.length) loadFiles(files, performance.now());
 });
 for (const b of document.querySelectorAll("[data-sample]"))
@@ -144,78 +279,21 @@ for (const b of document.querySelectorAll("[data-sample]"))
       status(`Could not fetch the sample ${name}: ${e.message}`, true);
     }
   });
+const reoptimize = () => optimize().catch((err) => status(`Optimization failed: ${err.message}`, true));
 $("dims").addEventListener("submit", (e) => {
   e.preventDefault();
-  optimize().catch((err) => status(`Optimization failed: ${err.message}`, true));
+  reoptimize();
 });
-$("target").addEventListener("change", () => {
-  if (current) optimize().catch((err) => status(`Optimization failed: ${err.message}`, true));
+$("target").addEventListener("change", () => current && reoptimize());
+$("skip-parity").addEventListener("click", () => {
+  $("parity-on").checked = false;
+  if (current) current.parityNote = "skipped by choice";
+  showParity("skipped");
 });
+$("fit").addEventListener("click", () => Object.values(views).forEach((v) => v.fit()));
+$("reset").addEventListener("click", () => Object.values(views).forEach((v) => v.reset()));
 
-// ---- report --------------------------------------------------------------------------------
-
-function showReport(report) {
-  $("report").hidden = false;
-  $("nodes-before").textContent = report.nodes_before;
-  $("nodes-after").textContent = report.nodes_after;
-  const p = report.parity;
-  $("parity").textContent = p ? (p.ok ? "outputs match" : "OUTPUTS DIFFER") : "parity not checked";
-  $("parity").className = "big " + (p ? (p.ok ? "ok" : "bad") : "");
-  $("parity-detail").textContent = p
-    ? `max |original − optimized| = ${p.max_abs_diff.toExponential(2)} (tolerance ${p.tolerance})`
-    : "";
-  const body = $("fusions").querySelector("tbody");
-  body.replaceChildren();
-  const fusions = Object.entries(report.fusions);
-  if (fusions.length === 0) {
-    const tr = body.insertRow();
-    tr.insertCell().textContent = "no fusion applied";
-    tr.insertCell();
-  }
-  for (const [op, n] of fusions) {
-    const tr = body.insertRow();
-    tr.dataset.op = op;
-    tr.dataset.count = n;
-    tr.insertCell().textContent = op;
-    tr.insertCell().textContent = n;
-  }
-  $("rejected-count").textContent = report.rejected.length;
-  const ul = $("rejected").querySelector("ul");
-  ul.replaceChildren(
-    ...report.rejected.map((r) => {
-      const li = document.createElement("li");
-      li.textContent = `${r.rule}: ${r.op_type} ${r.candidate} — ${r.reason}`;
-      return li;
-    }),
-  );
-}
-
-function inspect(node) {
-  const box = $("inspector");
-  box.replaceChildren();
-  const h = document.createElement("h3");
-  h.textContent = `${node.domain ? node.domain + "." : ""}${node.op_type || node.kind} ${node.name}`;
-  box.append(h);
-  const dl = document.createElement("dl");
-  const row = (k, v) => {
-    const dt = document.createElement("dt");
-    dt.textContent = k;
-    const dd = document.createElement("dd");
-    dd.textContent = v;
-    dl.append(dt, dd);
-  };
-  const port = (p) =>
-    `${p.name}: ${p.dtype ?? "?"}${p.shape ? `[${p.shape.join(", ")}]` : "[?]"}` +
-    (p.from_constant_node ? " (Constant node)" : p.constant ? " (initializer)" : "");
-  for (const p of node.inputs) row("input", port(p));
-  for (const p of node.outputs) row("output", port(p));
-  for (const [k, v] of Object.entries(node.attributes)) row(`attribute ${k}`, v);
-  if (node.fused) row(`fused by ${node.fused.rule}, replacing`, node.fused.replaced.join(", "));
-  if (node.fused_into) row("replaced by", node.fused_into);
-  box.append(dl);
-}
-
-// ---- downloads -----------------------------------------------------------------------------
+// ---- downloads -------------------------------------------------------------------------------
 
 function save(blob, name) {
   const a = document.createElement("a");
@@ -226,84 +304,42 @@ function save(blob, name) {
 }
 const stem = () => current.name.replace(/\.onnx$/i, "");
 $("dl-model").addEventListener("click", async () => {
-  const bytes = await call("optimizedBytes");
-  save(new Blob([bytes], { type: "application/octet-stream" }), `${stem()}.fused.onnx`);
+  try {
+    const bytes = await call("optimizedBytes");
+    save(new Blob([bytes], { type: "application/octet-stream" }), `${stem()}.fused.onnx`);
+  } catch (e) {
+    status(`Could not save the optimized model: ${e.message}`, true);
+  }
 });
 $("dl-report").addEventListener("click", () => {
-  save(new Blob([JSON.stringify(current.report, null, 2)], { type: "application/json" }), `${stem()}.report.json`);
+  const report = { ...current.report };
+  if (!report.parity && current.parityNote) report.parity_note = current.parityNote;
+  save(new Blob([JSON.stringify(report, null, 2)], { type: "application/json" }), `${stem()}.report.json`);
 });
 
-// ---- benchmark -----------------------------------------------------------------------------
-
-async function webgpuState() {
-  if (!("gpu" in navigator)) return "WebGPU is not available in this browser: benchmarks run on the reference backend only.";
-  try {
-    const adapter = await navigator.gpu.requestAdapter();
-    if (!adapter) return "This browser has WebGPU but found no GPU adapter: benchmarks run on the reference backend only.";
-    const info = adapter.info ?? {};
-    const what = [info.vendor, info.architecture, info.description].filter(Boolean).join(" ") || "an adapter";
-    $("backend").querySelector('option[value="webgpu"]').disabled = false;
-    return `WebGPU is available (${what}${info.isFallbackAdapter ? ", a software fallback: its times say nothing about a GPU" : ""}): ` +
-      "the WebGPU backend runs fuselab's WGSL kernels, each fused op one dispatch.";
-  } catch (e) {
-    return `WebGPU adapter request failed: ${e.message}`;
-  }
-}
-webgpuState().then((text) => {
-  $("webgpu-note").textContent = text;
-});
-
-$("bench-form").addEventListener("submit", async (e) => {
-  e.preventDefault();
-  const runs = Math.max(1, Math.min(100000, Number($("runs").value) || 1));
-  const backend = $("backend").value;
-  const bar = $("bench-progress");
-  Object.assign(bar, { hidden: false, value: 0, max: runs });
-  $("bench-run").disabled = true;
-  $("bench-result").textContent = `Running ${runs} interleaved runs of each graph…`;
-  try {
-    const r = await call("bench", { runs, dims: dims(), backend }, (p) => {
-      bar.value = p.done;
-    });
-    const s = r.summary; // the statistics come from the wasm (src/bench.rs), as in the CLI
-    const [mo, mf] = [s.original.median_ms, s.optimized.median_ms];
-    const chart = $("bench-chart");
-    chart.hidden = false;
-    drawChart(chart, r.original_ms, r.optimized_ms, [mo, mf]);
-    const per = r.repeat > 1
-      ? ` Each point is the mean of ${r.repeat} back-to-back runs, so that a point spans enough of the browser's coarse clock to measure.`
-      : "";
-    const res = $("bench-result");
-    res.dataset.speedup = String(s.speedup);
-    const disp = r.dispatches
-      ? ` ${r.dispatches.original} → ${r.dispatches.optimized} dispatches per run; ${r.nodes.original} → ` +
-        `${r.nodes.optimized} nodes (on WebGPU the fused graph also gets the backend's elementwise lowering).`
-      : "";
-    res.textContent =
-      `${backend} backend, ${s.samples} interleaved runs each after warm-up: original median ${mo.toFixed(4)} ms, fused median ` +
-      `${mf.toFixed(4)} ms — speedup ${s.speedup.toFixed(2)}x.${disp}${per}`;
-  } catch (err) {
-    $("bench-result").textContent = `Benchmark failed: ${err.message}`;
-  } finally {
-    $("bench-run").disabled = false;
-  }
-});
+setupBench(call, () => (current?.report ? { gen: current.gen, label: label(), dims: current.dims } : null));
 
 // ---- profile -------------------------------------------------------------------------------
 
 $("profile-form").addEventListener("submit", async (e) => {
   e.preventDefault();
+  if (!current?.report) return;
   const runs = Math.max(1, Math.min(1000, Number($("profile-runs").value) || 1));
-  const shown = drawings;
+  const my = current.gen;
   $("profile-run").disabled = true;
   $("profile-status").textContent = `Profiling both graphs, ${runs} runs each…`;
   try {
-    const p = await call("profile", { runs, dims: dims() });
-    if (drawings !== shown) return; // another model or re-optimization since: not these graphs
+    const p = await call("profile", { runs, dims: current.dims });
+    if (my !== gen) return; // another model or re-optimization since: not these graphs
+    // A candidate's occurrences (node names) lit in that side's graph, the first brought into view.
     const pick = (side, occurrences) => {
-      const n = pickNodes(drawings[side], occurrences);
+      const view = views[side];
+      const picked = occurrences.flatMap((names) => names.flatMap((n) => view?.byName.get(n) ?? []));
+      view?.setState({ picked: new Set(picked) });
+      const first = (occurrences[0] ?? []).flatMap((n) => view?.byName.get(n) ?? []);
+      if (first.length) view.show(first);
       $("profile-status").textContent =
-        `${occurrences.length} occurrence(s), ${n} node(s) lit in the ${side === "before" ? "original" : "optimized"} graph.`;
+        `${occurrences.length} occurrence(s), ${picked.length} node(s) lit in the ${side === "before" ? "original" : "optimized"} graph.`;
     };
     drawProfile($("profile-before"), "before", p.before, pick);
     drawProfile($("profile-after"), "after", p.after, pick);
@@ -313,7 +349,7 @@ $("profile-form").addEventListener("submit", async (e) => {
       `Original ${p.before.total_ms.toPrecision(3)} ms, optimized ${p.after.total_ms.toPrecision(3)} ms per run ` +
       `(sum over nodes); ${left} uncovered candidate sequence(s) left in the optimized graph.`;
   } catch (err) {
-    $("profile-status").textContent = `Profile failed: ${err.message}`;
+    if (my === gen) $("profile-status").textContent = `Profile failed: ${err.message}`;
   } finally {
     $("profile-run").disabled = false;
   }

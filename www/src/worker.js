@@ -1,5 +1,5 @@
-// The page's wasm work, off the main thread: load, optimize (+ graph layout), bench, profile,
-// download.
+// The page's wasm work, off the main thread, in stages the page calls one by one: load, optimize,
+// layout (each side), parity, then bench, profile and download on demand.
 // Protocol: the page posts { id, cmd, ...args }; the worker answers { id, ok: true, result } or
 // { id, ok: false, error }, and for long work posts { id, progress: { done, total } } meanwhile.
 import init, { Model, Bench, GpuBench } from "../../pkg/fuselab.js";
@@ -10,6 +10,9 @@ const now = () => performance.now();
 
 let original = null; // Model
 let optimized = null; // Optimized
+let views = null; // { before, after }: the optimized graphs' GraphViews
+let benching = 0; // benchmarks running (a load may arrive while one awaits)
+const retired = []; // models a load replaced while a benchmark used them
 
 function pickModel(files) {
   const onnx = files.filter((f) => f.name.toLowerCase().endsWith(".onnx"));
@@ -27,24 +30,49 @@ const commands = {
 
   async load({ files }) {
     const { model, external } = pickModel(files);
-    original?.free();
+    // A benchmark still running on the old model frees it when it ends.
+    if (benching) retired.push(original);
+    else original?.free();
     optimized?.free();
-    original = optimized = null; // a failed load leaves no freed model behind
+    original = optimized = views = null; // a failed load leaves no freed model behind
     original = Model.load(model.bytes, Object.keys(external).length ? external : undefined);
     return { name: model.name, bytes: model.bytes.length, summary: original.summary() };
   },
 
+  // Stage 2: the fusion rules only (no parity: a model the reference backend cannot run still
+  // optimizes). The views are kept for the layout stage.
   async optimize({ dims, target }) {
     if (!original) throw new Error("load a model first");
     optimized?.free();
     optimized = null;
+    views = null;
     const t0 = now();
-    optimized = original.optimize({ dims, target });
-    const t1 = now();
-    const before = layoutGraph(optimized.graphBefore());
-    const after = layoutGraph(optimized.graphAfter());
-    const t2 = now();
-    return { report: optimized.report(), before, after, optimize_ms: t1 - t0, layout_ms: t2 - t1 };
+    optimized = original.optimize({ dims, target, parity: false });
+    const optimize_ms = now() - t0;
+    views = { before: optimized.graphBefore(), after: optimized.graphAfter() };
+    return { report: optimized.report(), optimize_ms };
+  },
+
+  // Stage 3, one side at a time: a layout failure on one side leaves the other.
+  async layout({ side }, progress) {
+    if (!views) throw new Error("optimize first");
+    const t0 = now();
+    const graph = layoutGraph(views[side], (step) => progress({ step }));
+    return { graph, layout_ms: now() - t0 };
+  },
+
+  // Stage 4: parity, as `fuselab optimize` checks it (same rules, dims, seed and tolerance; the
+  // rules run again, which is what the wasm API offers). Its failure is reported, not thrown
+  // past the graphs.
+  async parity({ dims, target }) {
+    if (!original) throw new Error("load a model first");
+    const t0 = now();
+    const checked = original.optimize({ dims, target, parity: true });
+    try {
+      return { parity: checked.report().parity, parity_ms: now() - t0 };
+    } finally {
+      checked.free();
+    }
   },
 
   // Both backends run the bench policy of src/bench.rs (warm-up, runs per sample, which graph
@@ -56,6 +84,7 @@ const commands = {
     if (!optimized) throw new Error("optimize first");
     const opt = optimized.model();
     let bench = null;
+    benching++;
     try {
       bench = backend === "webgpu" ? await GpuBench.prepare(original, opt, { dims }) : new Bench(original, opt, { dims, backend });
       const repeat = await bench.calibrate(undefined, now);
@@ -78,6 +107,7 @@ const commands = {
     } finally {
       bench?.free();
       opt.free();
+      if (--benching === 0) for (const m of retired.splice(0)) m?.free();
     }
   },
 

@@ -1,0 +1,98 @@
+"""Models the page tests build instead of committing them (tests/js/page_models.test.mjs).
+
+  make_models.py unsupported SRC OUT   SRC (a transformer the optimizer fuses) with two ops of
+                                       a made-up domain appended, which no backend has kernels
+                                       for: the page must still show graphs and fusions.
+  make_models.py layers N OUT          a transformer-like stack of at least N nodes (pre-norm
+                                       blocks: LayerNorm, Q/K/V MatMuls, Shape-fed Reshapes,
+                                       masked softmax attention, Tanh MLP, residual Adds) with
+                                       tiny weights, shared by every block: a big graph in a
+                                       small file.
+  make_models.py strip SRC OUT         SRC's graph with every external-data initializer made
+                                       a graph input (same name, type and shape): a real
+                                       model's graph (tests/models/real, whose .data files are
+                                       not in the repository) for timing the page's layout.
+"""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def unsupported(src, out):
+    m = onnx.load(src)
+    g = m.graph
+    last = g.output[0].name
+    g.node.append(helper.make_node("Scramble", [last], ["scrambled"], name="scramble", domain="com.example"))
+    g.node.append(helper.make_node("Unscramble", ["scrambled"], ["unscrambled"], name="unscramble", domain="com.example"))
+    g.output.append(helper.make_tensor_value_info("unscrambled", TensorProto.FLOAT, None))
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    onnx.save(m, out)
+
+
+def layers(n, out):
+    d = 4
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((d, d)).astype(np.float32) * 0.1, "W"),
+        numpy_helper.from_array(np.zeros(d, np.float32) + 0.1, "B"),
+        numpy_helper.from_array(np.ones(d, np.float32), "gamma"),
+        numpy_helper.from_array(np.zeros(d, np.float32), "beta"),
+        numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+    ]
+    nodes = []
+
+    def op(op_type, ins, **attrs):
+        name = f"/layers.{len(nodes) // 24}/{op_type}_{len(nodes)}"
+        nodes.append(helper.make_node(op_type, ins, [name + "_out"], name=name, **attrs))
+        return name + "_out"
+
+    h = "hidden"
+    while len(nodes) < n:
+        ln = op("LayerNormalization", [h, "gamma", "beta"], axis=-1)
+        q, k, v = (op("MatMul", [ln, "W"]) for _ in range(3))
+        shape = op("Shape", [ln])
+        qr, kr, vr = (op("Reshape", [x, shape]) for x in (q, k, v))
+        scores = op("Add", [op("Div", [op("MatMul", [qr, op("Transpose", [kr], perm=[0, 2, 1])]), "two"]), "mask"])
+        ctx = op("MatMul", [op("Softmax", [scores], axis=-1), vr])
+        r1 = op("Add", [op("Add", [op("MatMul", [ctx, "W"]), "B"]), h])
+        ln2 = op("LayerNormalization", [r1, "gamma", "beta"], axis=-1)
+        mlp = op("Add", [op("MatMul", [op("Tanh", [op("Add", [op("MatMul", [ln2, "W"]), "B"])]), "W"]), "B"])
+        h = op("Add", [mlp, r1])
+    nodes.append(helper.make_node("Identity", [h], ["out"], name="/final/Identity"))
+    graph = helper.make_graph(
+        nodes, "layers",
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "seq", d]),
+         helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["seq", "seq"])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", "seq", d])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, out)
+
+
+def strip(src, out):
+    m = onnx.load(src, load_external_data=False)
+    g = m.graph
+    keep = []
+    for t in g.initializer:
+        if t.data_location == TensorProto.EXTERNAL:
+            g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            keep.append(t)
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    onnx.save(m, out)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "unsupported":
+        unsupported(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "strip":
+        strip(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "layers":
+        layers(int(sys.argv[2]), sys.argv[3])
+    else:
+        sys.exit(__doc__)
