@@ -12,7 +12,7 @@ use common::{eyelike_add, seeded_f32};
 use fuselab::builder::{dims, sym, GraphBuilder};
 use fuselab::ir::{attr, Model};
 use fuselab::pipeline::{self, OptimizeOptions};
-use fuselab::profile::{profile_reference, Candidate, Profile, ProfileOptions, Timing};
+use fuselab::profile::{profile_reference, Candidate, NodeTiming, Profile, ProfileOptions};
 use fuselab::{DType, Tensor};
 
 fn profile(m: &Model, dims: &[(&str, usize)]) -> Profile {
@@ -30,7 +30,7 @@ fn profile(m: &Model, dims: &[(&str, usize)]) -> Profile {
 /// Every time is finite and non-negative, shares are fractions of the total, and the total is
 /// the op types' sum.
 fn check_timing(p: &Profile) {
-    assert_eq!(p.timing, Timing::NodeClock);
+    assert_eq!(p.timing, NodeTiming::NodeClock);
     assert!(p.total_ms.is_finite() && p.total_ms >= 0.0);
     assert!(p.bandwidth_gb_s.is_none_or(|b| b.is_finite() && b > 0.0));
     let sum: f64 = p.ops.iter().map(|o| o.ms).sum();

@@ -38,7 +38,7 @@ pub use sequences::{Candidate, Sequence};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(rename_all = "kebab-case")]
-pub enum Timing {
+pub enum NodeTiming {
     /// The reference executor's observer reads the caller's clock around each node (the clock
     /// calls are inside the figures).
     NodeClock,
@@ -50,15 +50,15 @@ pub enum Timing {
     PerDispatch,
 }
 
-impl Timing {
+impl NodeTiming {
     /// What to keep in mind when reading figures taken this way.
     pub fn caveat(self) -> &'static str {
         match self {
-            Timing::NodeClock => "per node on the CPU, the clock reads included",
-            Timing::TimestampQuery => {
+            NodeTiming::NodeClock => "per node on the CPU, the clock reads included",
+            NodeTiming::TimestampQuery => {
                 "GPU timestamps around each dispatch, each in a compute pass of its own"
             }
-            Timing::PerDispatch => {
+            NodeTiming::PerDispatch => {
                 "the adapter has no timestamp-query: each dispatch was submitted alone and waited \
                  for, so each figure includes a submission and a wait that one run of the graph \
                  pays once"
@@ -72,8 +72,8 @@ impl Timing {
 #[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Profile {
     pub backend: Backend,
-    pub timing: Timing,
-    /// `Timing::caveat`.
+    pub timing: NodeTiming,
+    /// `NodeTiming::caveat`.
     pub caveat: String,
     /// Timed runs; every figure is the mean per run.
     pub runs: usize,
@@ -122,7 +122,7 @@ pub struct OpTime {
 #[derive(Clone, Debug)]
 pub struct NodeTimes {
     pub ms: Vec<f64>,
-    pub timing: Timing,
+    pub timing: NodeTiming,
     pub runs: usize,
 }
 
@@ -170,7 +170,7 @@ pub fn time_nodes(
     }
     let times = NodeTimes {
         ms: rec.ms,
-        timing: Timing::NodeClock,
+        timing: NodeTiming::NodeClock,
         runs,
     };
     Ok((times, rec.bytes))
@@ -442,8 +442,8 @@ pub async fn profile_webgpu(
         ms[n.0 as usize] += t;
     }
     let timing = match stamps {
-        true => Timing::TimestampQuery,
-        false => Timing::PerDispatch,
+        true => NodeTiming::TimestampQuery,
+        false => NodeTiming::PerDispatch,
     };
     let times = NodeTimes {
         ms,

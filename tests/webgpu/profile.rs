@@ -5,7 +5,7 @@
 use super::*;
 use fuselab::builder::sym;
 use fuselab::pipeline::Backend;
-use fuselab::profile::{profile_reference, profile_webgpu, Profile, ProfileOptions, Timing};
+use fuselab::profile::{profile_reference, profile_webgpu, NodeTiming, Profile, ProfileOptions};
 
 type Shape = (Vec<String>, usize, u64);
 type Cover = (Vec<String>, Option<String>, u64);
@@ -45,12 +45,12 @@ pub fn profile_times_every_dispatch_with_and_without_timestamps(gpu: &Gpu) {
     let clock = || t0.elapsed().as_secs_f64() * 1e3;
     let reference = profile_reference(&m, &opts, &clock).unwrap();
     let stamped = match gpu.has_timestamps() {
-        true => Timing::TimestampQuery,
-        false => Timing::PerDispatch,
+        true => NodeTiming::TimestampQuery,
+        false => NodeTiming::PerDispatch,
     };
     for (g, timing) in [
         (gpu.clone(), stamped),
-        (gpu.clone().without_timestamps(), Timing::PerDispatch),
+        (gpu.clone().without_timestamps(), NodeTiming::PerDispatch),
     ] {
         let p = pollster::block_on(profile_webgpu(&g, &m, &opts, &clock)).unwrap();
         println!(
