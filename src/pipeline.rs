@@ -4,15 +4,16 @@
 
 use std::collections::HashMap;
 
-use crate::ir::Model;
+use crate::ir::{Model, ValueId};
 use crate::limits::Limits;
 use crate::passes::target::{for_target, Target};
 use crate::passes::{rules, Engine, RewriteEvent, Rule, ALL_RULES};
 use crate::profile::ValueBytes;
 use crate::report::{self, OptimizeReport};
 use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
-use crate::runtime::parity::{compare, model_tolerance};
+use crate::runtime::parity::{compare, model_tolerance, node_diffs, Keep};
 use crate::runtime::reference::Executor;
+use crate::view::Provenance;
 use crate::{Error, Result};
 
 /// Where a graph runs.
@@ -152,18 +153,22 @@ pub fn optimize_with(
     let parity = if opts.parity {
         let lim = &opts.limits;
         let inputs = random_inputs(original, &opts.inputs, &dims, opts.seed, lim)?;
+        let (fused, in_a, in_b) = fused_outputs(original, &optimized, &trace.rewrites);
+        let (mut keep_a, mut keep_b) = (Keep::new(&in_a), Keep::new(&in_b));
         let (sizes, a) = Executor::new(original, lim)
-            .and_then(|ex| ValueBytes::of_run(&ex, original, &inputs))
+            .and_then(|ex| ValueBytes::of_run(&ex, original, &inputs, Some(&mut keep_a)))
             .map_err(|e| {
                 Error::Other(format!(
                     "parity check: original model: {e} (use --no-parity to skip the check)"
                 ))
             })?;
         let b = Executor::new(&optimized, lim)
-            .and_then(|ex| ex.run(&inputs))
+            .and_then(|ex| ex.run_observed(&inputs, &mut keep_b))
             .map_err(|e| Error::Other(format!("parity check: optimized model: {e}")))?;
         let tolerance = opts.tolerance.unwrap_or_else(|| model_tolerance(original));
-        Some((compare(&a, &b, tolerance), sizes))
+        let mut p = compare(&a, &b, tolerance);
+        p.nodes = node_diffs(&fused, &keep_a.got, &keep_b.got);
+        Some((p, sizes))
     } else {
         None
     };
@@ -194,4 +199,37 @@ fn intermediate_bytes(rewrites: &mut [RewriteEvent], sizes: &ValueBytes) {
     for e in rewrites.iter_mut().filter(|e| e.kind.fuses()) {
         e.intermediate_bytes = Some(e.eliminated.iter().filter_map(|&v| sizes.get(v)).sum());
     }
+}
+
+/// The fused nodes of `optimized` (from the rewrites' provenance) whose outputs `original` also
+/// computes, by value name: (name, op, their outputs' slots), the original's value ids and the
+/// optimized graph's, slot by slot.
+type FusedOutputs = (
+    Vec<(String, String, Vec<usize>)>,
+    Vec<ValueId>,
+    Vec<ValueId>,
+);
+
+fn fused_outputs(original: &Model, optimized: &Model, rewrites: &[RewriteEvent]) -> FusedOutputs {
+    let prov = Provenance::from_rewrites(rewrites);
+    let (a, b) = (&original.graph, &optimized.graph);
+    let (mut nodes, mut in_a, mut in_b) = (Vec::new(), Vec::new(), Vec::new());
+    for id in b.node_ids() {
+        let n = b.node(id);
+        if !prov.fused_from.contains_key(&n.name) {
+            continue;
+        }
+        let mut slots = Vec::new();
+        for o in n.outputs.iter().flatten() {
+            if let Some(v) = a.find(b.name(*o)) {
+                slots.push(in_a.len());
+                in_a.push(v);
+                in_b.push(*o);
+            }
+        }
+        if !slots.is_empty() {
+            nodes.push((n.name.clone(), n.op_type.clone(), slots));
+        }
+    }
+    (nodes, in_a, in_b)
 }

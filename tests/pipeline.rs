@@ -61,6 +61,39 @@ fn parity_fails_for_a_rule_that_changes_semantics() {
     assert_eq!(rep.rewrites.len(), 1);
 }
 
+/// Per-node parity names the fusion to suspect: with a correct fusion (AddEyeLike) and a wrong
+/// one (Relu -> Neg) in one graph, the wrong one's own output differs and comes first; the correct
+/// one's output matches the original value of the same name exactly.
+#[test]
+fn per_node_parity_points_at_the_wrong_fusion() {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("N"), sym("N")]);
+    let e = b.op("EyeLike", &[x], vec![]);
+    let y = b.op("Add", &[e, x], vec![]);
+    let z = b.op("Relu", &[y], vec![]);
+    b.output(z, "Z");
+    let model = b.build();
+    let mut rules = fuselab::passes::rules(&["add_eyelike"]).unwrap();
+    rules.push(Box::new(ReluToNeg));
+    let opts = OptimizeOptions {
+        dims: [("N".to_string(), 16)].into(),
+        ..Default::default()
+    };
+    let (opt, rep) = optimize_with(&model, rules, &opts, &|| 0.0).unwrap();
+    assert_eq!(opt.graph.node_count(), 2);
+    let p = rep.parity.unwrap();
+    assert!(!p.ok);
+    let nodes: Vec<(&str, Option<f64>)> = p
+        .nodes
+        .iter()
+        .map(|d| (d.op.as_str(), d.max_abs_diff))
+        .collect();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    assert_eq!(nodes[0].0, "Neg");
+    assert!(nodes[0].1.unwrap() > 0.1, "{nodes:?}");
+    assert_eq!(nodes[1], ("AddEyeLike", Some(0.0)));
+}
+
 #[test]
 fn parity_passes_and_dims_are_reported_for_the_example() {
     let opts = OptimizeOptions {

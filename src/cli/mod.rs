@@ -453,6 +453,18 @@ fn optimize(
                 if p.ok { "ok" } else { "FAILED" }
             );
             if !p.ok {
+                // Which fusions to suspect: fused nodes whose own outputs differ past tolerance.
+                for d in p.nodes.iter().take(5) {
+                    match d.max_abs_diff {
+                        Some(x) if x <= p.tolerance => break,
+                        Some(x) => {
+                            println!("  fused node {} ({}): max |diff| = {x:e}", d.node, d.op)
+                        }
+                        None => {
+                            println!("  fused node {} ({}): shape or type differs", d.node, d.op)
+                        }
+                    }
+                }
                 eprintln!(
                     "fuselab: parity check failed: optimized outputs differ from the original"
                 );

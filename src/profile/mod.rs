@@ -27,6 +27,7 @@ use crate::ir::model::display_domain;
 use crate::ir::{Model, NodeId, ValueId};
 use crate::limits::Limits;
 use crate::pipeline::Backend;
+use crate::runtime::parity::Keep;
 use crate::runtime::reference::{Executor, StepObserver};
 use crate::runtime::webgpu::{Gpu, GpuSession};
 use crate::tensor::Tensor;
@@ -159,6 +160,7 @@ pub fn time_nodes(
         start: 0.0,
         ms: vec![0.0; node_slots(model)],
         bytes: ValueBytes::inputs(model, feeds, ex),
+        keep: None,
     };
     std::hint::black_box(ex.run_observed(feeds, &mut rec)?);
     rec.clock = Some(clock);
@@ -214,29 +216,34 @@ impl ValueBytes {
         self.0.get(v.0 as usize).copied().flatten()
     }
 
-    /// Runs `ex` once on `feeds` and records the sizes of what its nodes write.
+    /// Runs `ex` once on `feeds` and records the sizes of what its nodes write; `keep` copies
+    /// the values it asks for (the parity check's per-node comparison).
     pub fn of_run(
         ex: &Executor,
         model: &Model,
         feeds: &HashMap<String, Tensor>,
+        keep: Option<&mut Keep>,
     ) -> Result<(ValueBytes, Vec<(String, Tensor)>)> {
         let mut rec = Recorder {
             clock: None,
             start: 0.0,
             ms: Vec::new(),
             bytes: ValueBytes(vec![None; model.graph.value_count()]),
+            keep,
         };
         let outputs = ex.run_observed(feeds, &mut rec)?;
         Ok((rec.bytes, outputs))
     }
 }
 
-/// The one observer: node times when it has a clock, value sizes always.
+/// The one observer: node times when it has a clock, value sizes always, copies of some values
+/// when asked.
 struct Recorder<'c> {
     clock: Option<&'c dyn Fn() -> f64>,
     start: f64,
     ms: Vec<f64>,
     bytes: ValueBytes,
+    keep: Option<&'c mut Keep>,
 }
 
 impl StepObserver for Recorder<'_> {
@@ -253,6 +260,9 @@ impl StepObserver for Recorder<'_> {
     fn produced(&mut self, v: ValueId, t: &Tensor) {
         if let Some(slot) = self.bytes.0.get_mut(v.0 as usize) {
             *slot = Some(tensor_bytes(t));
+        }
+        if let Some(k) = self.keep.as_deref_mut() {
+            k.produced(v, t);
         }
     }
 }
@@ -434,7 +444,7 @@ pub async fn profile_webgpu(
         &opts.limits,
     )?;
     let ex = Executor::new(model, &opts.limits)?;
-    let (bytes, _) = ValueBytes::of_run(&ex, model, &feeds)?;
+    let (bytes, _) = ValueBytes::of_run(&ex, model, &feeds, None)?;
     let session = GpuSession::for_inputs(gpu, model, &feeds, &opts.limits).await?;
     let (per_node, stamps) = session.time_nodes(&feeds, opts.runs, clock).await?;
     let mut ms = vec![0.0; node_slots(model)];

@@ -1,7 +1,11 @@
 //! Comparing two runs' outputs (original vs optimized) before any speedup is claimed.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
+use crate::ir::{NodeId, ValueId};
+use crate::runtime::reference::StepObserver;
 use crate::tensor::{DType, Tensor};
 
 /// Default tolerance on the max absolute difference of the outputs.
@@ -36,6 +40,73 @@ pub struct ParityReport {
     pub ok: bool,
     /// Per output: name and max abs diff (null where shapes or types differ).
     pub outputs: Vec<OutputDiff>,
+    /// Per fused node whose outputs the original graph also computes (by value name): the max
+    /// abs diff over its outputs, worst first (null first: a shape or type differs) — which
+    /// fusion to suspect when the outputs differ.
+    pub nodes: Vec<NodeDiff>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub struct NodeDiff {
+    pub node: String,
+    pub op: String,
+    pub max_abs_diff: Option<f64>,
+}
+
+/// An observer that keeps copies of some values of one run (`want`: value → slot).
+pub struct Keep {
+    want: HashMap<ValueId, usize>,
+    pub got: Vec<Option<Tensor>>,
+}
+
+impl Keep {
+    pub fn new(values: &[ValueId]) -> Keep {
+        Keep {
+            want: values.iter().enumerate().map(|(i, &v)| (v, i)).collect(),
+            got: vec![None; values.len()],
+        }
+    }
+}
+
+impl StepObserver for Keep {
+    fn before(&mut self, _: NodeId) {}
+    fn after(&mut self, _: NodeId) {}
+    fn produced(&mut self, v: ValueId, t: &Tensor) {
+        if let Some(&i) = self.want.get(&v) {
+            self.got[i] = Some(t.clone());
+        }
+    }
+}
+
+/// The fused nodes' diffs: `nodes` are (name, op, the slots of its outputs in `a` and `b`),
+/// `a` and `b` the kept values of the original and the optimized run.
+pub fn node_diffs(
+    nodes: &[(String, String, Vec<usize>)],
+    a: &[Option<Tensor>],
+    b: &[Option<Tensor>],
+) -> Vec<NodeDiff> {
+    let mut out: Vec<NodeDiff> = nodes
+        .iter()
+        .map(|(node, op, slots)| {
+            let mut worst = Some(0.0f64);
+            for &i in slots {
+                let d = match (&a[i], &b[i]) {
+                    (Some(x), Some(y)) => x.max_abs_diff(y),
+                    _ => None,
+                };
+                worst = worst.zip(d).map(|(w, d)| w.max(d));
+            }
+            NodeDiff {
+                node: node.clone(),
+                op: op.clone(),
+                max_abs_diff: worst,
+            }
+        })
+        .collect();
+    let key = |d: &NodeDiff| d.max_abs_diff.unwrap_or(f64::INFINITY);
+    out.sort_by(|x, y| key(y).total_cmp(&key(x)));
+    out
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -68,6 +139,7 @@ pub fn compare(a: &[(String, Tensor)], b: &[(String, Tensor)], tolerance: f64) -
         tolerance,
         ok: worst <= tolerance,
         outputs,
+        nodes: Vec::new(),
     }
 }
 

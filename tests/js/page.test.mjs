@@ -83,6 +83,12 @@ test("dropping gpt2_tiny shows the CLI's fused counts and linked before/after gr
   assert.equal(Number(await page.textContent("#nodes-before")), cliR.nodes_before);
   assert.equal(Number(await page.textContent("#nodes-after")), cliR.nodes_after);
   assert.equal(await page.textContent("#parity"), "outputs match");
+  // Per-node parity: the CLI report's fused nodes (the order, worst first, may differ where
+  // wasm and native round differently), each within the tolerance.
+  const nodeRows = await page.evaluate(() => [...document.querySelectorAll("#node-parity li")].map((li) => li.dataset.node));
+  assert.deepEqual(nodeRows.sort(), cliR.parity.nodes.map((d) => d.node).sort());
+  assert.ok(cliR.parity.nodes.length > 0 && cliR.parity.nodes.every((d) => d.max_abs_diff <= cliR.parity.tolerance), JSON.stringify(cliR.parity.nodes));
+  assert.match(await page.textContent("#parity-detail"), /largest fused-node diff: .+ \(\w+\) \d/);
 
   // One drawn box per operator on each side, Constant nodes aside (they show as inputs).
   const constants = (ops) => ops.Constant ?? 0;
@@ -102,6 +108,7 @@ test("dropping gpt2_tiny shows the CLI's fused counts and linked before/after gr
   // The inspector shows the fused node's provenance.
   await skip.dispatchEvent("click");
   assert.match(await page.textContent("#inspector"), /fused by skip_layer_norm/);
+  assert.match(await page.textContent("#inspector"), /parity of the fused node's outputsmax \|diff\| = \d\.\d\de[-+]\d+/);
 });
 
 test("optimizing for onnxruntime-web's WebGPU EP shows the CLI's --target ort-webgpu counts", async () => {

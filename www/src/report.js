@@ -44,15 +44,39 @@ export function showReport(report, onFused) {
  * The parity card. `state`: "checking", "checked" (with `parity`), "skipped" (by choice) or
  * "failed" (with `why`: parityFailure's summary and detail).
  */
+// Fused node name → the max |diff| of its own outputs against the original values of the same
+// names (the parity check's `nodes`; null: a shape or type differs).
+const nodeDiffs = new Map();
+const fmtDiff = (d) => (d === null || d === undefined ? "shape or type differs" : d.toExponential(2));
+
+function showNodeParity(nodes) {
+  nodeDiffs.clear();
+  for (const d of nodes ?? []) nodeDiffs.set(d.node, d.max_abs_diff);
+  const box = $("node-parity");
+  box.hidden = nodeDiffs.size === 0;
+  $("node-parity-count").textContent = nodeDiffs.size;
+  box.querySelector("ol").replaceChildren(
+    ...(nodes ?? []).map((d) => {
+      const li = document.createElement("li");
+      li.textContent = `${d.node} (${d.op}): ${fmtDiff(d.max_abs_diff)}`;
+      li.dataset.node = d.node;
+      return li;
+    }),
+  );
+}
+
 export function showParity(state, { parity, why } = {}) {
   const big = $("parity");
   const detail = $("parity-detail");
+  showNodeParity(state === "checked" ? parity.nodes : []);
   $("skip-parity").hidden = !(state === "checking" || state === "failed");
   $("parity-card").dataset.state = state;
   if (state === "checked") {
     big.textContent = parity.ok ? "outputs match" : "OUTPUTS DIFFER";
     big.className = `big ${parity.ok ? "ok" : "bad"}`;
-    detail.textContent = `max |original − optimized| = ${parity.max_abs_diff.toExponential(2)} (tolerance ${parity.tolerance})`;
+    const worst = parity.nodes?.[0];
+    detail.textContent = `max |original − optimized| = ${parity.max_abs_diff.toExponential(2)} (tolerance ${parity.tolerance})` +
+      (worst ? `; largest fused-node diff: ${worst.node} (${worst.op}) ${fmtDiff(worst.max_abs_diff)}` : "");
     return;
   }
   big.className = "big";
@@ -74,6 +98,7 @@ export function clearReport() {
   $("fusions").querySelector("tbody").replaceChildren();
   $("rejected").querySelector("ul").replaceChildren();
   for (const id of ["nodes-before", "nodes-after", "parity"]) $(id).textContent = "–";
+  showNodeParity([]);
   $("parity-detail").textContent = "";
 }
 
@@ -99,5 +124,7 @@ export function inspect(node) {
   for (const [k, v] of Object.entries(node.attributes)) row(`attribute ${k}`, shortNumbers(v));
   if (node.fused) row(`fused by ${node.fused.rule}, replacing`, node.fused.replaced.join(", "));
   if (node.fused_into) row("replaced by", node.fused_into);
+  const diffOf = node.fused ? node.name : node.fused_into;
+  if (nodeDiffs.has(diffOf)) row("parity of the fused node's outputs", `max |diff| = ${fmtDiff(nodeDiffs.get(diffOf))}`);
   box.append(dl);
 }
