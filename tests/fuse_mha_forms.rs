@@ -2,7 +2,8 @@
 //! norm of q and k (Qwen3 before the head Transpose, Gemma3 after it), GPT-NeoX's fused QKV
 //! sliced per head with partial rotary, Phi-3's full rotary written as the partial form (an
 //! empty pass part), ModernBERT's Split/Squeeze of a `[.., 3, N, D]` projection, and T5's two
-//! score additions (relative position bias, then padding mask). Exact op counts after fusion,
+//! score additions (relative position bias, then padding mask), and torch dynamo's sdpa Kᵀ
+//! (flatten, Transpose(0,2,1), unflatten). Exact op counts after fusion,
 //! parity with the unfused graph, and the near misses that must not fuse.
 
 mod common;
@@ -45,6 +46,11 @@ enum Form {
     HeadAxisSlice,
     /// A norm whose scale is [N, D]: per head, so it does not commute with the Transpose.
     PerHeadScale,
+    /// Kᵀ as torch dynamo decomposes sdpa: Reshape(k, [-1, L, D]), Transpose(0,2,1), Reshape to
+    /// k's leading dims + [D, L], the targets built from Shape(k).
+    FlatKeyTranspose,
+    /// The same with the final target k's leading dims + [L, D]: not a transpose.
+    FlatKeyWrongOrder,
 }
 
 /// x [batch, seq, H] → q, k, v in `form`, rotary on q and k, attention with an additive mask.
@@ -191,7 +197,35 @@ fn block(form: Form) -> Model {
             (q, k, v)
         }
     };
-    let kt = perm(&mut b, k, &[0, 1, 3, 2]);
+    let kt = match form {
+        Form::FlatKeyTranspose | Form::FlatKeyWrongOrder => {
+            let shape = b.op("Shape", &[k], vec![]);
+            let (lo, m2, m1, zero0) = (
+                ints(&mut b, "lo", &[i64::MIN]),
+                ints(&mut b, "m2", &[-2]),
+                ints(&mut b, "m1", &[-1]),
+                ints(&mut b, "zero0", &[0]),
+            );
+            let lead = b.op("Slice", &[shape, lo, m2, zero0], vec![]);
+            let len = b.op("Slice", &[shape, m2, m1, zero0], vec![]);
+            let dd = ints(&mut b, "dd", &[D]);
+            let inner = b.op("Concat", &[m1, len, dd], vec![attr::int("axis", 0)]);
+            let flat = b.op("Reshape", &[k, inner], vec![]);
+            let t = perm(&mut b, flat, &[0, 2, 1]);
+            let tail: [ValueId; 2] = if form == Form::FlatKeyTranspose {
+                [dd, len]
+            } else {
+                [len, dd]
+            };
+            let outer = b.op(
+                "Concat",
+                &[lead, tail[0], tail[1]],
+                vec![attr::int("axis", 0)],
+            );
+            b.op("Reshape", &[t, outer], vec![])
+        }
+        _ => perm(&mut b, k, &[0, 1, 3, 2]),
+    };
     let qk = b.op("MatMul", &[q, kt], vec![]);
     let c = scalar(&mut b, "scale", 1.0 / (D as f32).sqrt());
     let scaled = b.op("Mul", &[qk, c], vec![]);
@@ -295,6 +329,23 @@ fn split_and_squeezed_heads_merge_with_one_reshape() {
     assert_eq!(count(&opt, "Squeeze"), 3, "{:?}", ops(&opt));
     assert_eq!(count(&opt, "Transpose"), 2, "{:?}", ops(&opt));
     assert_parity_within(&m, &opt, 1e-5);
+}
+
+#[test]
+fn dynamo_sdpa_key_transpose_by_flattening_fuses() {
+    let m = block(Form::FlatKeyTranspose);
+    let (opt, _) = fuse(&m, RULES);
+    assert_eq!(count(&opt, "MultiHeadAttention"), 1, "{:?}", ops(&opt));
+    assert_eq!(count(&opt, "Softmax"), 0, "{:?}", ops(&opt));
+    // The flatten / Transpose(0,2,1) / unflatten and the shape arithmetic go: k is read
+    // heads-first as it is.
+    assert_eq!(count(&opt, "Shape"), 0, "{:?}", ops(&opt));
+    assert_eq!(count(&opt, "Transpose"), 2, "{:?}", ops(&opt));
+    assert_parity_within(&m, &opt, 1e-5);
+    // Unflattened to [.., L, D] the keys are not transposed, only reshuffled.
+    let m = block(Form::FlatKeyWrongOrder);
+    let (m, _) = fuse(&m, &["rotary"]);
+    assert_rejected(&m, &["multi_head_attention"], "the keys are not transposed");
 }
 
 #[test]

@@ -16,8 +16,9 @@
 //! (the 3-D rotary gets `rotary_embedding_dim = r`); also head-local ops before the rotary (a
 //! per-head q norm, a Slice of a fused QKV's heads) and any 4-D value under the head Transpose,
 //! merged back by one Reshape (`mha_query`). Key and value: heads-first `[B, N, L, D]`
-//! values read through `Transpose(0,1,3,2)` (grouped-query repeat_kv included) are passed as
-//! they are; `Transpose(0,2,3,1)` of `Reshape(k2)` (BERT's exporter) and its value
+//! values read through `Transpose(0,1,3,2)` (grouped-query repeat_kv included, or torch dynamo's
+//! sdpa flatten / Transpose(0,2,1) / unflatten, `mha_query::flattened_key_transpose`) are passed
+//! as they are; `Transpose(0,2,3,1)` of `Reshape(k2)` (BERT's exporter) and its value
 //! `Transpose(0,2,1,3)` of `Reshape(v2)` pass k2 and v2 as 3-D `[B, L, N·D]` (both or neither).
 //! The mask: a float `[B or 1, 1 or N, S, L]` whose S and L are provably the scores' is the
 //! op's `attention_bias` (any mask keeps its meaning, nothing to prove); otherwise it must be
@@ -45,7 +46,9 @@ use crate::passes::matchers::{
     fresh_node_name, guarded_probs, int32_mask, operand_scale, produced_by, require_f32_or_f16,
     require_perm, score_scale, sole_consumer, sole_consumer_op, weights_values,
 };
-use crate::passes::mha_query::{only_reader, query, query_input, split_dims};
+use crate::passes::mha_query::{
+    flattened_key_transpose, only_reader, query, query_input, split_dims,
+};
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
@@ -515,6 +518,29 @@ fn keys_and_values(
     (heads, head): (i64, i64),
 ) -> Result<KeysValues, String> {
     let g = &model.graph;
+    let heads_first = |k4: ValueId, remove: Vec<NodeId>| -> Result<KeysValues, String> {
+        // k4 [B, N, L, D] as it is; v4 likewise.
+        for (what, x) in [("key", k4), ("value", v4)] {
+            let ok = matches!(dims(model, x).as_deref(),
+                Some([_, Dim::Known(n), _, Dim::Known(d)]) if *n == heads && *d == head);
+            if !ok {
+                return Err(format!(
+                    "the {what} '{}' {} is not heads-first [B, {heads}, L, {head}]",
+                    g.name(x),
+                    g.value(x).ty
+                ));
+            }
+        }
+        Ok(KeysValues {
+            key: k4,
+            value: v4,
+            remove,
+        })
+    };
+    // torch dynamo's sdpa: Kᵀ as flatten, Transpose(0,2,1), unflatten.
+    if let Some((k4, nodes)) = flattened_key_transpose(model, kt, mm_id) {
+        return heads_first(k4, nodes);
+    }
     let (kt_id, kt_n) = produced_by(g, kt, "Transpose").ok_or("the keys are not transposed")?;
     only_reader(g, kt, mm_id)?;
     let perm = crate::ops::attrs_of::<crate::ops::shape_ops::Transpose>(model, kt_n)
@@ -533,24 +559,8 @@ fn keys_and_values(
     };
     match perm.as_deref() {
         Some([0, 1, 3, 2]) => {
-            // k4 [B, N, L, D] as it is; v4 likewise.
             let k4 = kt_n.input(0).ok_or("Transpose has no input")?;
-            for (what, x) in [("key", k4), ("value", v4)] {
-                let ok = matches!(dims(model, x).as_deref(),
-                    Some([_, Dim::Known(n), _, Dim::Known(d)]) if *n == heads && *d == head);
-                if !ok {
-                    return Err(format!(
-                        "the {what} '{}' {} is not heads-first [B, {heads}, L, {head}]",
-                        g.name(x),
-                        g.value(x).ty
-                    ));
-                }
-            }
-            Ok(KeysValues {
-                key: k4,
-                value: v4,
-                remove: vec![kt_id],
-            })
+            heads_first(k4, vec![kt_id])
         }
         Some([0, 2, 3, 1]) => {
             // BERT's exporter: Kᵀ straight from Reshape(k2); then v must come from 3-D too.

@@ -304,3 +304,96 @@ pub fn query_input(model: &Model, patch: &mut Patch, q: &Query, dt: DType) -> Va
     patch.add.push(reshape);
     out
 }
+
+/// One element of a shape computed in the graph: a constant, or dim `i` of a value's type.
+#[derive(Clone, Debug, PartialEq)]
+enum ShapeElem {
+    Const(i64),
+    Dim(Dim),
+}
+
+/// The elements of `v` when it is `Concat` (axis 0) of constant int vectors and
+/// `Slice(Shape(x), start, end)` / `Shape(x)` pieces, with x's dims read from its type
+/// (torch dynamo's decomposition of sdpa builds its reshape targets so).
+fn shape_elems(model: &Model, v: ValueId, x: ValueId) -> Option<Vec<ShapeElem>> {
+    let g = &model.graph;
+    let xd = dims(model, x)?;
+    let piece = |p: ValueId| -> Option<Vec<ShapeElem>> {
+        if let Some(c) = crate::passes::matchers::constant_value(model, p) {
+            return Some(c.to_i64_vec()?.into_iter().map(ShapeElem::Const).collect());
+        }
+        let (whole, range) = match produced_by(g, p, "Shape") {
+            Some((_, s)) => (s, (0, xd.len() as i64)),
+            None => {
+                let (_, sl) = produced_by(g, p, "Slice")?;
+                let (axis, start, end, step) = slice_params(model, sl)?;
+                let (_, s) = produced_by(g, sl.input(0)?, "Shape")?;
+                (axis == 0 && step == 1).then_some(())?;
+                (s, (start, end))
+            }
+        };
+        // A Shape with start/end attributes is not read here.
+        let whole_shape = crate::ops::attrs_of::<crate::ops::shape_ops::Shape>(model, whole)
+            .is_some_and(|a| a.start == 0 && a.end.is_none());
+        if whole.input(0) != Some(x) || !whole_shape {
+            return None;
+        }
+        let r = xd.len() as i64;
+        let clamp = |i: i64| if i < 0 { (i + r).max(0) } else { i.min(r) };
+        let (a, b) = (clamp(range.0), clamp(range.1));
+        Some(
+            (a..b.max(a))
+                .map(|i| ShapeElem::Dim(xd[i as usize].clone()))
+                .collect(),
+        )
+    };
+    if let Some((_, cat)) = produced_by(g, v, "Concat") {
+        let mut out = vec![];
+        for p in cat.inputs.iter() {
+            out.extend(piece((*p)?)?);
+        }
+        return Some(out);
+    }
+    piece(v)
+}
+
+/// k4 `[a, b, c, d]` when `kt` is torch dynamo's `Kᵀ` for sdpa: `Reshape(Transpose(Reshape(k4,
+/// [-1, c, d]), [0, 2, 1]), [a, b, d, c])`, both targets computed from k4's own shape (flatten the
+/// leading axes, swap the last two, unflatten: the last two axes transposed). The three nodes go
+/// when each feeds only the next (and the last only `reader`).
+pub fn flattened_key_transpose(
+    model: &Model,
+    kt: ValueId,
+    reader: NodeId,
+) -> Option<(ValueId, Vec<NodeId>)> {
+    let g = &model.graph;
+    let (outer_id, outer) = produced_by(g, kt, "Reshape")?;
+    let t = outer.input(0)?;
+    let (t_id, tn) = produced_by(g, t, "Transpose")?;
+    require_perm(model, tn, t_id, &[0, 2, 1]).ok()?;
+    let flat = tn.input(0)?;
+    let (inner_id, inner) = produced_by(g, flat, "Reshape")?;
+    let k4 = inner.input(0)?;
+    let [a, b, c, d] = dims(model, k4)?.try_into().ok()?;
+    use ShapeElem::{Const, Dim as D};
+    let same = |e: &ShapeElem, want: &Dim| match (e, want) {
+        (Const(v), Dim::Known(w)) => v == w,
+        (D(x), w) => x.provably_eq(w),
+        _ => false,
+    };
+    let inner_t = shape_elems(model, inner.input(1)?, k4)?;
+    let outer_t = shape_elems(model, outer.input(1)?, k4)?;
+    let ok_inner = inner_t.len() == 3
+        && inner_t[0] == Const(-1)
+        && same(&inner_t[1], &c)
+        && same(&inner_t[2], &d);
+    let ok_outer = outer_t.len() == 4
+        && [&a, &b, &d, &c]
+            .iter()
+            .zip(&outer_t)
+            .all(|(w, e)| same(e, w));
+    let single = only_reader(g, kt, reader).is_ok()
+        && only_reader(g, t, outer_id).is_ok()
+        && only_reader(g, flat, t_id).is_ok();
+    (ok_inner && ok_outer && single).then(|| (k4, vec![outer_id, t_id, inner_id]))
+}
