@@ -30,6 +30,19 @@ Files (tests/models/zoo/):
   gpt2_tiny_fp16.onnx        tests/models/gpt2_tiny_op17.onnx through
                              onnxruntime.transformers.float16.convert_float_to_float16
                              (keep_io_types=True: int64 ids in, float32 logits out, fp16 inside)
+  qwen3_tiny.onnx            Qwen3ForCausalLM, transformers' default (sdpa) attention, GQA 4/2,
+                             head_dim 16: the per-head q_norm / k_norm RMSNorm before the head
+                             Transpose
+  gemma3_tiny.onnx           Gemma3ForCausalLM (text), sdpa, GQA 4/2, head_dim 16: (1 + w)
+                             RMSNorms around attention and MLP, per-head q/k norm after the head
+                             Transpose, gelu-tanh GeGLU MLP, embedding scale, layer 0 with a
+                             sliding window of 4 (its mask), layer 1 full attention
+  phi3_tiny.onnx             Phi3ForCausalLM, sdpa, GQA 4/2: fused qkv_proj (Slices) and
+                             gate_up_proj, its rotary written as the partial form with an empty
+                             pass part
+  t5_encoder_tiny.onnx       T5EncoderModel (eager: T5 has no sdpa), d_model 64, 4 heads of 16,
+                             gated-gelu FFN 128: RMSNorm without mean, unscaled scores plus the
+                             relative position bias plus the padding mask
   graphs/mobilenet_v3_small.onnx, graphs/resnet18.onnx
                              torchvision's full architectures (random init), [batch, 3, 224, 224]
                              -> logits [batch, 1000]. Their weights (10 and 47 MB) are not
@@ -160,6 +173,44 @@ def build_phi():
     torch.manual_seed(0)
     cfg = PhiConfig(**text_config(partial_rotary_factor=0.5))
     return CausalLmLogits(PhiForCausalLM(cfg)).eval()
+
+
+def sdpa_config(**extra) -> dict:
+    """text_config with transformers' default attention (sdpa), as a user's export gets it."""
+    return {**text_config(**extra), "attn_implementation": "sdpa"}
+
+
+def build_qwen3():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    torch.manual_seed(0)
+    cfg = Qwen3Config(**sdpa_config(num_key_value_heads=2, head_dim=16, tie_word_embeddings=False))
+    return CausalLmLogits(Qwen3ForCausalLM(cfg)).eval()
+
+
+def build_gemma3():
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(**sdpa_config(
+        num_key_value_heads=2, head_dim=16, sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"]))
+    return CausalLmLogits(Gemma3ForCausalLM(cfg)).eval()
+
+
+def build_phi3():
+    from transformers import Phi3Config, Phi3ForCausalLM
+    torch.manual_seed(0)
+    # Token ids inside the small vocabulary (the defaults are Phi-3's, ~32k).
+    cfg = Phi3Config(**sdpa_config(num_key_value_heads=2, pad_token_id=0, bos_token_id=1,
+                                   eos_token_id=2, tie_word_embeddings=False))
+    return CausalLmLogits(Phi3ForCausalLM(cfg)).eval()
+
+
+def build_t5_encoder():
+    from transformers import T5Config, T5EncoderModel
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=em.VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
+                   feed_forward_proj="gated-gelu", attn_implementation="eager")
+    return LastHidden(T5EncoderModel(cfg)).eval()
 
 
 def build_distilbert():
@@ -344,6 +395,14 @@ EXPORTS = {
                    export_legacy),
     "phi_tiny": (build_phi, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
                  export_legacy),
+    "qwen3_tiny": (build_qwen3, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                   export_legacy),
+    "gemma3_tiny": (build_gemma3, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                    export_legacy),
+    "phi3_tiny": (build_phi3, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                  export_legacy),
+    "t5_encoder_tiny": (build_t5_encoder, text_feeds, ["last_hidden_state"],
+                        lm_axes("last_hidden_state"), TEXT_SHAPES, export_legacy),
     "distilbert_tiny": (build_distilbert, text_feeds, ["last_hidden_state"],
                         lm_axes("last_hidden_state"), TEXT_SHAPES, export_legacy),
     "vit_tiny": (build_vit, image_feeds(IMAGE), ["logits"],
@@ -423,7 +482,8 @@ def write_readme(rows: list[dict], command: str) -> None:
         f"Made with torch {v['torch']}, torchvision {_torchvision_version()}, transformers "
         f"{v['transformers']}, onnx {v['onnx']}, onnxruntime {v['onnxruntime']} (see "
         "`VERSIONS.txt`). Legacy exports use `torch.onnx.export(..., dynamo=False)` at opset "
-        f"{OPSET_LEGACY}, eager attention, no key/value cache; the `*_dynamo` files use "
+        f"{OPSET_LEGACY}, eager attention (the `*_sdpa` files, Qwen3, Gemma3 and Phi-3: sdpa, "
+        "transformers' default), no key/value cache; the `*_dynamo` files use "
         f"`dynamo=True` at opset {OPSET_DYNAMO}. Checked: `onnx.checker.check_model(full_check="
         "True)` on each file; onnxruntime (CPU) vs torch on seeded inputs at two or three shapes "
         "(text: batch 2 seq 8 with two padded positions, batch 3 seq 5, batch 1 seq 128), max "

@@ -441,6 +441,27 @@ fn comparisons_where_cast_expand(gpu: &Gpu) {
     check(gpu, &b.build(), &[("x", xs), ("y", ys)], 0.0);
 }
 
+/// A Slice that leaves nothing (Phi-3's rotary pass part `x[..., D:]` when the rotary covers the
+/// whole head) and a Concat that joins it: zero-size values on the way, the same result.
+fn empty_slice_joined_by_concat(gpu: &Gpu) {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = f32_in(&mut b, "x", &[2, 3, 2, 8]);
+    let ints =
+        |b: &mut GraphBuilder, name: &str, v: &[i64]| b.initializer(name, &Tensor::from_i64s(v));
+    let (zero, d, end, last) = (
+        ints(&mut b, "zero", &[0]),
+        ints(&mut b, "d", &[8]),
+        ints(&mut b, "end", &[i64::MAX]),
+        ints(&mut b, "last", &[-1]),
+    );
+    let head = b.op("Slice", &[x, zero, d, last], vec![]);
+    let pass = b.op("Slice", &[x, d, end, last], vec![]);
+    let neg = b.op("Neg", &[head], vec![]);
+    let y = b.op("Concat", &[neg, pass], vec![attr::int("axis", -1)]);
+    b.output(y, "y");
+    check(gpu, &b.build(), &[("x", seeded_f32(&[2, 3, 2, 8], 6))], 0.0);
+}
+
 /// IsNaN and IsInf (each sign choice) read the float's bits: NaN, ±infinity, ±0, the largest
 /// finite values and ordinary ones, as the reference computes them (Where turns the flags into
 /// numbers the comparison can read).
@@ -1552,6 +1573,7 @@ const CASES: &[Case] = &[
         "comparisons_where_cast_expand",
         comparisons_where_cast_expand,
     ),
+    ("empty_slice_joined_by_concat", empty_slice_joined_by_concat),
     ("nan_and_infinity_tests", nan_and_infinity_tests),
     (
         "matmul_batched_broadcast_and_vectors",

@@ -13,14 +13,19 @@
 //! Query forms: the heads as they are (encoders: int8 BERT's dequantized projections, DistilBERT),
 //! `RotaryEmbedding(heads)` (Llama, Qwen: the rotary moves onto the 3-D projection with
 //! `num_heads`), or Phi's partial rotary `Concat(RotaryEmbedding(heads[.., :r]), heads[.., r:])`
-//! (the 3-D rotary gets `rotary_embedding_dim = r`). Key and value: heads-first `[B, N, L, D]`
-//! values read through `Transpose(0,1,3,2)` (grouped-query repeat_kv included) are passed as
-//! they are; `Transpose(0,2,3,1)` of `Reshape(k2)` (BERT's exporter) and its value
+//! (the 3-D rotary gets `rotary_embedding_dim = r`); also head-local ops before the rotary (a
+//! per-head q norm, a Slice of a fused QKV's heads) and any 4-D value under the head Transpose,
+//! merged back by one Reshape (`mha_query`). Key and value: heads-first `[B, N, L, D]`
+//! values read through `Transpose(0,1,3,2)` (grouped-query repeat_kv included, or torch dynamo's
+//! sdpa flatten / Transpose(0,2,1) / unflatten, `mha_query::flattened_key_transpose`) are passed
+//! as they are; `Transpose(0,2,3,1)` of `Reshape(k2)` (BERT's exporter) and its value
 //! `Transpose(0,2,1,3)` of `Reshape(v2)` pass k2 and v2 as 3-D `[B, L, N·D]` (both or neither).
 //! The mask: a float `[B or 1, 1 or N, S, L]` whose S and L are provably the scores' is the
 //! op's `attention_bias` (any mask keeps its meaning, nothing to prove); otherwise it must be
 //! proved a padding mask `Where(A[b, k] != 0, 0, F)` (`attention_mask`), which becomes
-//! `key_padding_mask = Cast(Cast(A, bool), int32)` with `mask_filter_value = F`.
+//! `key_padding_mask = Cast(Cast(A, bool), int32)` with `mask_filter_value = F`. Two added
+//! masks (T5's position bias and padding mask) must be one attention_bias and one proved padding
+//! mask, in either order (`bias_and_padding`).
 //!
 //! Guards: every removed intermediate is single-use; the Transposes have exactly those perms; q2
 //! is `[d0, d1, N·D]` and the Reshapes go to `[d0, d1, N, D]` and back to `[d0, d1, N·D]` (the
@@ -38,9 +43,11 @@ use crate::onnx::tensor::from_tensor;
 use crate::ops::reduce::Softmax;
 use crate::passes::attention_mask::{attention_mask, op_filter};
 use crate::passes::matchers::{
-    concat_axis, fresh_node_name, guarded_probs, int32_mask, operand_scale, produced_by,
-    require_f32_or_f16, require_perm, score_scale, slice_params, sole_consumer, sole_consumer_op,
-    weights_values,
+    fresh_node_name, guarded_probs, int32_mask, operand_scale, produced_by, require_f32_or_f16,
+    require_perm, score_scale, sole_consumer, sole_consumer_op, weights_values,
+};
+use crate::passes::mha_query::{
+    flattened_key_transpose, only_reader, query, query_input, split_dims,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 use crate::tensor::{DType, Tensor};
@@ -78,11 +85,12 @@ impl Rule for FuseMultiHeadAttention {
     }
 }
 
-/// The score path `MatMul [→ Mul | Div] [→ Add(mask)] → Softmax`, located: the mask and its Add,
-/// the value the Mul/Div (if any) writes, and the score MatMul. The scale is checked by `fuse`
-/// (`matchers::score_scale`).
+/// The score path `MatMul [→ Mul | Div] [→ Add(bias)] [→ Add(mask)] → Softmax`, located: the
+/// added masks and their Adds (outermost first: at most two, T5's relative position bias and its
+/// padding mask), the value the Mul/Div (if any) writes, and the score MatMul. The scale is
+/// checked by `fuse` (`matchers::score_scale`).
 struct Scores {
-    mask: Option<(NodeId, ValueId)>,
+    masks: Vec<(NodeId, ValueId)>,
     scaled: ValueId,
     matmul: NodeId,
 }
@@ -90,16 +98,30 @@ struct Scores {
 fn scores_matmul(model: &Model, sm: &Node) -> Option<Scores> {
     let g = &model.graph;
     let mut v = sm.input(0)?;
-    let mut mask = None;
-    if let Some((id, add)) = produced_by(g, v, "Add") {
-        // The scores side is the one computed by Mul/Div/MatMul; the other is the mask.
-        let scored = |x: ValueId| {
-            g.producer(x)
-                .is_some_and(|p| ["Mul", "Div", "MatMul"].iter().any(|o| g.node(p).is(o)))
-        };
+    let mut masks = vec![];
+    // The scores side of an Add is the one computed by Mul/Div/MatMul (or, for the outer of two
+    // Adds, by an Add of such a value); the other is the mask.
+    let direct = |x: ValueId| {
+        g.producer(x)
+            .is_some_and(|p| ["Mul", "Div", "MatMul"].iter().any(|o| g.node(p).is(o)))
+    };
+    let through_add = |x: ValueId| {
+        produced_by(g, x, "Add").is_some_and(|(_, n)| n.inputs.iter().flatten().any(|&i| direct(i)))
+    };
+    while let Some((id, add)) = produced_by(g, v, "Add").filter(|_| masks.len() < 2) {
         let (a, b) = (add.input(0)?, add.input(1)?);
-        let (sc, m) = if scored(a) { (a, b) } else { (b, a) };
-        mask = Some((id, m));
+        let (sc, m) = if direct(a) {
+            (a, b)
+        } else if direct(b) {
+            (b, a)
+        } else if masks.is_empty() && through_add(a) {
+            (a, b)
+        } else if masks.is_empty() && through_add(b) {
+            (b, a)
+        } else {
+            return None;
+        };
+        masks.push((id, m));
         v = sc;
     }
     let scaled = v;
@@ -110,7 +132,7 @@ fn scores_matmul(model: &Model, sm: &Node) -> Option<Scores> {
     }
     let (matmul, _) = produced_by(g, v, "MatMul")?;
     Some(Scores {
-        mask,
+        masks,
         scaled,
         matmul,
     })
@@ -144,9 +166,9 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         chain.push(scores.scaled);
         remove.push(id);
     }
-    if let Some((id, _)) = scores.mask {
+    for &(id, _) in &scores.masks {
         remove.push(id);
-        chain.push(sm.input(0).ok_or("Softmax has no input")?);
+        chain.push(g.node(id).output(0).ok_or("Add has no output")?);
     }
     for v in chain {
         sole_consumer(g, v)?;
@@ -195,7 +217,7 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     let y = out_n.output(0).ok_or("Reshape has no output")?;
     let q_ty = TensorType {
         dtype: Some(dt),
-        shape: dims(model, q.q2),
+        shape: Some(q.dims.clone()),
     };
     let merged = matches!((q_ty.shape.as_deref(), dims(model, y).as_deref()),
         (Some(q), Some(o)) if q == o);
@@ -210,7 +232,7 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         return Err(format!(
             "the merged heads {} are not the query projection's shape {} (nor 2-D rows)",
             g.value(y).ty,
-            g.value(q.q2).ty
+            q_ty
         ));
     }
     remove.extend([ctx_id, ct_id, out_id]);
@@ -231,15 +253,16 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     } else {
         y.into()
     };
+    let q_in = query_input(model, &mut patch, &q, dt);
     let q3: ValueRef = match q.rope {
-        None => q.q2.into(),
+        None => q_in,
         Some((rot_id, rot_dim)) => {
             let rot = g.node(rot_id);
             let name = g.fresh_name(&format!("{}_rotary", g.name(q.q2)));
             let q3 = patch.new_value(&name, q_ty.clone());
             let mut rope: NewNode = rot.clone().into();
             rope.name = fresh_node_name(g, &format!("{}_3d", rot.label(rot_id)));
-            rope.inputs[0] = Some(q.q2.into());
+            rope.inputs[0] = Some(q_in);
             rope.outputs = vec![Some(q3)];
             rope.set_attr(attr::int("num_heads", heads));
             if let Some(r) = rot_dim {
@@ -252,7 +275,23 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     let mut mha = NewNode::new("MultiHeadAttention", MS_DOMAIN);
     mha.name = fresh_node_name(g, &format!("{}_MultiHeadAttention", g.name(y)));
     mha.inputs = vec![Some(q3), Some(kv.key.into()), Some(kv.value.into())];
-    if let Some((_, m)) = scores.mask {
+    if let [(_, outer), (_, inner)] = scores.masks[..] {
+        let scores_dims = dims(model, logits).unwrap_or_default();
+        let base = g.name(y).to_string();
+        bias_and_padding(
+            model,
+            &mut patch,
+            &mut mha,
+            [outer, inner],
+            &scores_dims,
+            heads,
+            dt,
+        )
+        .and_then(|()| match nan_guard {
+            true => Err(format!("the NaN guard with two masks ({base})")),
+            false => Ok(()),
+        })?;
+    } else if let Some(&(_, m)) = scores.masks.first() {
         let scores_dims = dims(model, logits).unwrap_or_default();
         // float16 rounds every score of a row whose keys are all masked to F (a uniform row);
         // the op adds the bias in float32. Only a proved padding mask (a row is fully masked
@@ -302,6 +341,62 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     mha.set_attr(attr::float("scale", scale as f32));
     patch.add.push(mha);
     Ok(patch)
+}
+
+/// Two masks added to the scores (T5: the relative position bias, then the padding mask): one
+/// an attention_bias `[B or 1, 1 or N, S, L]`, the other proved a padding mask (nothing causal),
+/// in either order; float32 only. They become the op's attention_bias and key_padding_mask, which
+/// it adds the same way (mask_filter_value where a key is padding, plus the bias).
+fn bias_and_padding(
+    model: &Model,
+    patch: &mut Patch,
+    mha: &mut NewNode,
+    masks: [ValueId; 2],
+    scores: &[Dim],
+    heads: i64,
+    dt: DType,
+) -> Result<(), String> {
+    let g = &model.graph;
+    if dt != DType::F32 {
+        return Err(format!(
+            "two masks added to {dt} scores (only float32 takes a bias)"
+        ));
+    }
+    let mut why = vec![];
+    for (bias, pad) in [(masks[1], masks[0]), (masks[0], masks[1])] {
+        if !is_attention_bias(model, bias, scores, heads, dt) {
+            why.push(format!(
+                "'{}' {} is not a [B or 1, 1 or {heads}, S, L] attention_bias",
+                g.name(bias),
+                g.value(bias).ty
+            ));
+            continue;
+        }
+        let proved = match attention_mask(model, pad, scores) {
+            Ok(p) if !p.causal => p,
+            Ok(_) => {
+                why.push(format!("'{}' is proved causal", g.name(pad)));
+                continue;
+            }
+            Err(e) => {
+                why.push(e);
+                continue;
+            }
+        };
+        let mut inputs = vec![None, None];
+        if let Some(a) = proved.padding {
+            inputs[1] = Some(int32_mask(g, patch, a, g.name(pad))?);
+        }
+        inputs.push(Some(bias.into()));
+        mha.inputs.extend(inputs);
+        let filter = op_filter(dt, proved.filter, false)?;
+        mha.set_attr(attr::float("mask_filter_value", filter));
+        return Ok(());
+    }
+    Err(format!(
+        "two masks added to the scores, not an attention_bias and a proved padding mask: {}",
+        why.join("; ")
+    ))
 }
 
 /// `out = Where(rows, y, 0)` with `rows` [B or 1, S, 1] true where the attention_bias `bias`
@@ -406,128 +501,6 @@ fn zero_masked_rows(
     Ok(())
 }
 
-/// The query side of the score MatMul: q2 (the 3-D projection), the nodes that go, the heads
-/// and head size, and q's rotary (its node, and r for a partial one) when there is one.
-struct Query {
-    q2: ValueId,
-    remove: Vec<NodeId>,
-    heads: i64,
-    head: i64,
-    rope: Option<(NodeId, Option<i64>)>,
-}
-
-fn query(model: &Model, q4: ValueId, mm_id: NodeId) -> Result<Query, String> {
-    let g = &model.graph;
-    only_reader(g, q4, mm_id)?;
-    let rotary = |v: ValueId| {
-        g.producer(v).filter(|&p| {
-            let n = g.node(p);
-            n.op_type == "RotaryEmbedding" && n.domain == MS_DOMAIN
-        })
-    };
-    let mut remove = vec![];
-    let (heads_v, rope) = if let Some(rot_id) = rotary(q4) {
-        remove.push(rot_id);
-        let x = g
-            .node(rot_id)
-            .input(0)
-            .ok_or("RotaryEmbedding has no input")?;
-        only_reader(g, x, rot_id)?;
-        (x, Some((rot_id, None)))
-    } else if let Some((cat_id, cat)) = produced_by(g, q4, "Concat") {
-        // Phi: Concat(RotaryEmbedding(heads[.., :r]), heads[.., r:]) on the last axis.
-        let (Some(a), Some(b), 2) = (cat.input(0), cat.input(1), cat.inputs.len()) else {
-            return Err("the query Concat does not join two parts".into());
-        };
-        let rot_id = rotary(a).ok_or("the query Concat's first part is not a RotaryEmbedding")?;
-        let rot_in = g
-            .node(rot_id)
-            .input(0)
-            .ok_or("RotaryEmbedding has no input")?;
-        let (s1_id, s1) =
-            produced_by(g, rot_in, "Slice").ok_or("the rotary part is not a Slice")?;
-        let (s2_id, s2) = produced_by(g, b, "Slice").ok_or("the pass part is not a Slice")?;
-        let t = s1.input(0).ok_or("Slice has no input")?;
-        if s2.input(0) != Some(t) {
-            return Err("the rotary and pass parts slice different heads".into());
-        }
-        let d = match dims(model, t).as_deref() {
-            Some([_, _, _, Dim::Known(d)]) => *d,
-            _ => return Err(format!("the query heads {} are not 4-D", g.value(t).ty)),
-        };
-        let last = |axis: i64| axis == -1 || axis == 3;
-        let r = match (slice_params(model, s1), slice_params(model, s2)) {
-            (Some((a1, 0, r, 1)), Some((a2, r2, end, 1)))
-                if last(a1) && last(a2) && r == r2 && 0 < r && r < d && end >= d =>
-            {
-                r
-            }
-            _ => return Err("the query slices are not [:r] and [r:] of the last axis".into()),
-        };
-        if !last(concat_axis(model, cat)) {
-            return Err("the query Concat is not on the last axis".into());
-        }
-        for (v, reader) in [(a, cat_id), (b, cat_id), (rot_in, rot_id)] {
-            only_reader(g, v, reader)?;
-        }
-        let readers = g.consumers(t);
-        if g.is_graph_output(t) || readers.len() != 2 || !readers.contains(&s2_id) {
-            return Err(format!("'{}' is read outside the query", g.name(t)));
-        }
-        remove.extend([cat_id, rot_id, s1_id, s2_id]);
-        (t, Some((rot_id, Some(r))))
-    } else {
-        (q4, None)
-    };
-    let (qt_id, qt) = produced_by(g, heads_v, "Transpose")
-        .ok_or_else(|| format!("query heads '{}' are not a Transpose", g.name(heads_v)))?;
-    require_perm(model, qt, qt_id, &[0, 2, 1, 3])?;
-    let qr = qt.input(0).ok_or("Transpose has no input")?;
-    let (qr_id, qr_n) = produced_by(g, qr, "Reshape").ok_or("the query heads are not a Reshape")?;
-    only_reader(g, qr, qt_id)?;
-    let q2 = qr_n.input(0).ok_or("Reshape has no input")?;
-    let (heads, head) = split_dims(model, q2, qr).ok_or_else(|| {
-        format!(
-            "the query heads are not [d0, d1, N, D] of a [d0, d1, N·D] projection ({} -> {})",
-            g.value(q2).ty,
-            g.value(qr).ty
-        )
-    })?;
-    remove.extend([qt_id, qr_id]);
-    Ok(Query {
-        q2,
-        remove,
-        heads,
-        head,
-        rope,
-    })
-}
-
-/// (N, D) when `split` = Reshape(`x`) is `[d0, d1, N, D]` of `x` `[d0, d1, N·D]`, d0 and d1 known
-/// or named.
-fn split_dims(model: &Model, x: ValueId, split: ValueId) -> Option<(i64, i64)> {
-    match (dims(model, x).as_deref(), dims(model, split).as_deref()) {
-        (Some([a, b, Dim::Known(h)]), Some([c, d, Dim::Known(n), Dim::Known(hd)]))
-            if a == c
-                && b == d
-                && *n * *hd == *h
-                && !matches!(a, Dim::Unknown)
-                && !matches!(b, Dim::Unknown) =>
-        {
-            Some((*n, *hd))
-        }
-        _ => None,
-    }
-}
-
-/// Ok when `v` is read only by node `reader` (once) and is not a graph output.
-fn only_reader(g: &crate::ir::Graph, v: ValueId, reader: NodeId) -> Result<(), String> {
-    if sole_consumer(g, v)? != reader {
-        return Err(format!("'{}' is read elsewhere", g.name(v)));
-    }
-    Ok(())
-}
-
 /// What MultiHeadAttention reads as key and value, and the nodes that go.
 struct KeysValues {
     key: ValueId,
@@ -545,6 +518,29 @@ fn keys_and_values(
     (heads, head): (i64, i64),
 ) -> Result<KeysValues, String> {
     let g = &model.graph;
+    let heads_first = |k4: ValueId, remove: Vec<NodeId>| -> Result<KeysValues, String> {
+        // k4 [B, N, L, D] as it is; v4 likewise.
+        for (what, x) in [("key", k4), ("value", v4)] {
+            let ok = matches!(dims(model, x).as_deref(),
+                Some([_, Dim::Known(n), _, Dim::Known(d)]) if *n == heads && *d == head);
+            if !ok {
+                return Err(format!(
+                    "the {what} '{}' {} is not heads-first [B, {heads}, L, {head}]",
+                    g.name(x),
+                    g.value(x).ty
+                ));
+            }
+        }
+        Ok(KeysValues {
+            key: k4,
+            value: v4,
+            remove,
+        })
+    };
+    // torch dynamo's sdpa: Kᵀ as flatten, Transpose(0,2,1), unflatten.
+    if let Some((k4, nodes)) = flattened_key_transpose(model, kt, mm_id) {
+        return heads_first(k4, nodes);
+    }
     let (kt_id, kt_n) = produced_by(g, kt, "Transpose").ok_or("the keys are not transposed")?;
     only_reader(g, kt, mm_id)?;
     let perm = crate::ops::attrs_of::<crate::ops::shape_ops::Transpose>(model, kt_n)
@@ -563,31 +559,17 @@ fn keys_and_values(
     };
     match perm.as_deref() {
         Some([0, 1, 3, 2]) => {
-            // k4 [B, N, L, D] as it is; v4 likewise.
             let k4 = kt_n.input(0).ok_or("Transpose has no input")?;
-            for (what, x) in [("key", k4), ("value", v4)] {
-                let ok = matches!(dims(model, x).as_deref(),
-                    Some([_, Dim::Known(n), _, Dim::Known(d)]) if *n == heads && *d == head);
-                if !ok {
-                    return Err(format!(
-                        "the {what} '{}' {} is not heads-first [B, {heads}, L, {head}]",
-                        g.name(x),
-                        g.value(x).ty
-                    ));
-                }
-            }
-            Ok(KeysValues {
-                key: k4,
-                value: v4,
-                remove: vec![kt_id],
-            })
+            heads_first(k4, vec![kt_id])
         }
         Some([0, 2, 3, 1]) => {
             // BERT's exporter: Kᵀ straight from Reshape(k2); then v must come from 3-D too.
             let kr = kt_n.input(0).ok_or("Transpose has no input")?;
             let (kr_id, kr_n) =
                 produced_by(g, kr, "Reshape").ok_or("the keys are not a Reshape")?;
-            only_reader(g, kr, kt_id)?;
+            // The split goes with Kᵀ unless something else reads it (T5 takes the key length
+            // from its Transpose(0,2,1,3) for the position bias).
+            let kr_single = only_reader(g, kr, kt_id).is_ok() && !g.is_graph_output(kr);
             let k2 = kr_n.input(0).ok_or("Reshape has no input")?;
             if split_dims(model, k2, kr) != Some((heads, head)) {
                 return Err(format!(
@@ -603,7 +585,8 @@ fn keys_and_values(
                     g.name(v4)
                 )
             })?;
-            let mut remove = vec![kt_id, kr_id];
+            let mut remove = vec![kt_id];
+            remove.extend(kr_single.then_some(kr_id));
             remove.extend(v_nodes);
             Ok(KeysValues {
                 key: k2,

@@ -264,7 +264,8 @@ SPECS: dict[str, Spec] = {
         f"{ZOO_ID}/{m}.onnx": Spec(dims=TEXT_DIMS, vocab=1000)
         for m in ["llama_gqa_tiny", "qwen2_tiny", "phi_tiny", "distilbert_tiny",
                   "gpt2_tiny_dynamo", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4",
-                  "gpt2_tiny_sdpa", "llama_gqa_tiny_sdpa"]
+                  "gpt2_tiny_sdpa", "llama_gqa_tiny_sdpa", "qwen3_tiny", "gemma3_tiny",
+                  "phi3_tiny", "t5_encoder_tiny"]
     },
     f"{ZOO_ID}/llama_gqa_tiny_int4_qdq.onnx": Spec(
         dims=TEXT_DIMS, vocab=1000, ort_level="basic",

@@ -1,4 +1,5 @@
-"""The decoder fusions with onnxruntime as the client, on our Llama / Qwen / Phi exports: `rotary`
+"""The decoder fusions with onnxruntime as the client, on our Llama / Qwen / Phi / Qwen3 / Gemma3 /
+Phi-3 exports: `rotary`
 (rotate-half RoPE → com.microsoft.RotaryEmbedding; q and k of both layers, Phi's partial rotary on
 its sliced q/k) and `multi_head_attention` (the attention of every Llama/Qwen/Phi layer →
 com.microsoft.MultiHeadAttention, its mask as attention_bias). onnxruntime (CPU) runs the optimized
@@ -20,8 +21,32 @@ from conftest import REPO, optimized_ops
 
 # llama_gqa_tiny_sdpa: transformers' default attention (Q and Kᵀ each scaled by √scale, the
 # Where(IsNaN(P), 0, P) guard after the Softmax).
+# qwen3_tiny / gemma3_tiny: a per-head RMSNorm of q and k, before (Qwen3) or after (Gemma3) the
+# head Transpose; the query is normed on [B, S, N, D] and merged back by one Reshape. phi3_tiny: q,
+# k, v sliced from one qkv_proj, the rotary written as the partial form with an empty pass part.
 DECODERS = ["llama_gqa_tiny", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4", "llama_gqa_tiny_sdpa",
-            "qwen2_tiny", "phi_tiny"]
+            "qwen2_tiny", "phi_tiny", "qwen3_tiny", "gemma3_tiny", "phi3_tiny"]
+
+# The other fusions of the newer families, exactly: (plain RMS norms, residual + RMS norms, MLP
+# activation op, its count). Qwen3: 5 + 4 q/k norms; Gemma3: four norms a layer (input,
+# post-attention, pre- and post-feed-forward) + the final one and the 4 q/k norms, its MLP
+# gelu-tanh (FastGelu); SiLU is QuickGelu(alpha 1).
+FAMILY_FUSIONS = {
+    "qwen3_tiny": (5, 4, "QuickGelu", 2),
+    "gemma3_tiny": (9, 4, "FastGelu", 2),
+    "phi3_tiny": (1, 4, "QuickGelu", 2),
+}
+
+
+@pytest.mark.parametrize("stem", list(FAMILY_FUSIONS))
+def test_norms_and_activations_of_the_newer_families(fuselab, tmp_path, stem):
+    plain, skip, act, n = FAMILY_FUSIONS[stem]
+    ops = optimized_ops(fuselab, REPO / "tests" / "models" / "zoo" / f"{stem}.onnx", tmp_path / "out.onnx")
+    assert ops["SimplifiedLayerNormalization"] == plain, ops
+    assert ops["SkipSimplifiedLayerNormalization"] == skip, ops
+    assert ops[act] == n, ops
+    for op in ("Pow", "Sqrt", "ReduceMean", "Sigmoid", "Tanh", "Softmax"):
+        assert ops[op] == 0, (op, ops)
 
 
 @pytest.mark.parametrize("stem", DECODERS)

@@ -1,5 +1,5 @@
 """Issue 15's encoders and the float16 GPT-2 with onnxruntime as the client: what fuses on our ViT,
-Whisper-encoder, DistilBERT, int8 BERT and fp16 GPT-2 exports (exact counts), that onnxruntime (CPU) runs each optimized
+Whisper-encoder, DistilBERT, T5-encoder, int8 BERT and fp16 GPT-2 exports (exact counts), that onnxruntime (CPU) runs each optimized
 model within the model's bound of the original at several batch sizes (text: left and right
 padding). What the anchors fuse on the same files is tests/python/test_anchors.py.
 
@@ -41,6 +41,10 @@ CASES = {
     # min(seq, 128), which is seq wherever the embedding Add runs, so the embedding norm is a
     # SkipLayerNormalization and the padding mask is provably [batch, seq] against the scores.
     "distilbert_tiny": ({"Attention": 2, "SkipLayerNormalization": 5, "BiasGelu": 2}, "bert", 1e-4),
+    # T5: unscaled scores plus the relative position bias [1, N, S, S] (attention_bias) plus the
+    # padding mask (proved: key_padding_mask); RMS norms without mean subtraction; gated-gelu.
+    "t5_encoder_tiny": ({"MultiHeadAttention": 2, "SimplifiedLayerNormalization": 1,
+                         "SkipSimplifiedLayerNormalization": 4, "FastGelu": 2}, "t5", 1e-4),
     # int8: the projections are DynamicQuantizeMatMul, so the attention is a MultiHeadAttention on
     # their outputs (Attention takes float weights).
     "bert_tiny_int8": ({"MultiHeadAttention": 2, "SkipLayerNormalization": 5, "DynamicQuantizeMatMul": 13,

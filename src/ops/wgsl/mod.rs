@@ -236,7 +236,9 @@ pub fn elementwise(out: &[usize], out_ty: Ty, ins: &[Access], expr: &str) -> Dis
     s.push_str(PRELUDE);
     let groups = thread_kernel(&mut s, n);
     for (j, (&d, &st)) in out.iter().zip(&out_strides).enumerate() {
-        let _ = writeln!(s, "  let c{j} = (i / {st}u) % {d}u;");
+        // A zero-size output has stride and size 0 here; no thread gets past the bound, but WGSL
+        // refuses a division by a constant zero, so both are written as at least 1.
+        let _ = writeln!(s, "  let c{j} = (i / {}u) % {}u;", st.max(1), d.max(1));
     }
     for (k, a) in ins.iter().enumerate() {
         let contiguous = a.base == 0 && a.strides == out_strides;
@@ -361,7 +363,9 @@ pub fn gather(data: &[usize], indices: &[usize], axis: usize, ty: Ty) -> Dispatc
     bindings(&mut s, &[ty, Ty::I32], &[ty]);
     let groups = thread_kernel(&mut s, n);
     for (j, (&d, &st)) in out.iter().zip(&out_st).enumerate() {
-        let _ = writeln!(s, "  let c{j} = (i / {st}u) % {d}u;");
+        // A zero-size output has stride and size 0 here; no thread gets past the bound, but WGSL
+        // refuses a division by a constant zero, so both are written as at least 1.
+        let _ = writeln!(s, "  let c{j} = (i / {}u) % {}u;", st.max(1), d.max(1));
     }
     let q = indices.len();
     let mut idx_terms = vec!["0u".to_string()];
@@ -400,7 +404,9 @@ pub fn concat(inputs: &[Vec<usize>], out: &[usize], axis: usize, ty: Ty) -> Disp
     bindings(&mut s, &vec![ty; inputs.len()], &[ty]);
     let groups = thread_kernel(&mut s, n);
     for (j, (&d, &st)) in out.iter().zip(&out_st).enumerate() {
-        let _ = writeln!(s, "  let c{j} = (i / {st}u) % {d}u;");
+        // A zero-size output has stride and size 0 here; no thread gets past the bound, but WGSL
+        // refuses a division by a constant zero, so both are written as at least 1.
+        let _ = writeln!(s, "  let c{j} = (i / {}u) % {}u;", st.max(1), d.max(1));
     }
     let mut start = 0usize;
     for (k, shape) in inputs.iter().enumerate() {
