@@ -11,6 +11,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { serve } from "../../www/serve.mjs";
 import { launch, within } from "./browser.mjs";
+import { cliReport, dropFiles as dropFilesOn } from "./page_helpers.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const dist = join(root, "www", "dist");
@@ -40,26 +41,8 @@ after(async () => {
   server?.close();
 });
 
-function cliReport(model, dims, extra = []) {
-  const report = join(tmp, "report.json");
-  const args = ["optimize", model, "-o", join(tmp, "cli.onnx"), "--report", report, ...extra];
-  for (const [k, v] of Object.entries(dims)) args.push("--dim", `${k}=${v}`);
-  execFileSync(cli, args, { stdio: "pipe" });
-  return JSON.parse(readFileSync(report, "utf8"));
-}
-
-async function dropFiles(files) {
-  const payload = files.map((f) => ({ name: f.name, b64: readFileSync(f.path).toString("base64") }));
-  await page.evaluate((payload) => {
-    const dt = new DataTransfer();
-    for (const { name, b64 } of payload) {
-      const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-      dt.items.add(new File([bytes], name));
-    }
-    const ev = new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true });
-    document.getElementById("drop").dispatchEvent(ev);
-  }, payload);
-}
+// The CLI's report at the page's dims, and a drop of files on the page: tests/js/page_helpers.mjs.
+const dropFiles = (files) => dropFilesOn(page, files);
 
 const statusText = () => page.textContent("#status");
 
