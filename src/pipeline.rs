@@ -11,7 +11,8 @@ use crate::passes::{rules, Engine, RewriteEvent, Rule, ALL_RULES};
 use crate::profile::ValueBytes;
 use crate::report::{self, OptimizeReport};
 use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
-use crate::runtime::parity::{compare, model_tolerance, node_diffs, Keep};
+use crate::runtime::parity::{compare, model_tolerance, node_diffs, Keep, ParityReport, Partial};
+use crate::runtime::partial::{restrict, Runnable};
 use crate::runtime::reference::Executor;
 use crate::view::Provenance;
 use crate::{Error, Result};
@@ -151,24 +152,13 @@ pub fn optimize_with(
     let optimize_ms = clock() - t0;
     let t1 = clock();
     let parity = if opts.parity {
-        let lim = &opts.limits;
-        let inputs = random_inputs(original, &opts.inputs, &dims, opts.seed, lim)?;
-        let (fused, in_a, in_b) = fused_outputs(original, &optimized, &trace.rewrites);
-        let (mut keep_a, mut keep_b) = (Keep::new(&in_a), Keep::new(&in_b));
-        let (sizes, a) = Executor::new(original, lim)
-            .and_then(|ex| ValueBytes::of_run(&ex, original, &inputs, Some(&mut keep_a)))
-            .map_err(|e| {
-                Error::Other(format!(
-                    "parity check: original model: {e} (use --no-parity to skip the check)"
-                ))
-            })?;
-        let b = Executor::new(&optimized, lim)
-            .and_then(|ex| ex.run_observed(&inputs, &mut keep_b))
-            .map_err(|e| Error::Other(format!("parity check: optimized model: {e}")))?;
-        let tolerance = opts.tolerance.unwrap_or_else(|| model_tolerance(original));
-        let mut p = compare(&a, &b, tolerance);
-        p.nodes = node_diffs(&fused, &keep_a.got, &keep_b.got);
-        Some((p, sizes))
+        Some(check_parity(
+            original,
+            &optimized,
+            &trace.rewrites,
+            opts,
+            &dims,
+        )?)
     } else {
         None
     };
@@ -190,6 +180,108 @@ pub fn optimize_with(
         }
     }
     Ok((optimized, rep))
+}
+
+/// Runs both models on the same seeded inputs and compares their outputs and fused nodes. Where
+/// the reference backend lacks an op, only what it can compute on both sides is compared
+/// (`ParityReport::partial`); with nothing left to compare, the original's planning error.
+fn check_parity(
+    original: &Model,
+    optimized: &Model,
+    rewrites: &[RewriteEvent],
+    opts: &OptimizeOptions,
+    dims: &HashMap<String, usize>,
+) -> Result<(ParityReport, ValueBytes)> {
+    let lim = &opts.limits;
+    let inputs = random_inputs(original, &opts.inputs, dims, opts.seed, lim)?;
+    let (mut fused, in_a, in_b) = fused_outputs(original, optimized, rewrites);
+    let (ra, rb) = (Runnable::of(original, lim)?, Runnable::of(optimized, lim)?);
+    let (ga, gb) = (&original.graph, &optimized.graph);
+    let whole = ra.all() && rb.all();
+    let (mut outs_a, mut outs_b, mut partial) = (Vec::new(), Vec::new(), None);
+    let (restricted_a, restricted_b);
+    let (model_a, model_b) = if whole {
+        (original, optimized)
+    } else {
+        let mut left = Partial {
+            missing_ops: ra.missing.clone(),
+            unchecked_outputs: Vec::new(),
+            unchecked_nodes: Vec::new(),
+        };
+        for m in &rb.missing {
+            if !left.missing_ops.contains(m) {
+                left.missing_ops.push(m.clone());
+            }
+        }
+        for (i, &a) in ga.outputs.iter().enumerate() {
+            match gb.outputs.get(i) {
+                Some(&b) if ra.computes(a) && rb.computes(b) => {
+                    outs_a.push(a);
+                    outs_b.push(b);
+                }
+                _ => left.unchecked_outputs.push(ga.name(a).to_string()),
+            }
+        }
+        fused.retain(|(node, _, slots)| {
+            let ok = slots
+                .iter()
+                .all(|&i| ra.computes(in_a[i]) && rb.computes(in_b[i]));
+            if !ok {
+                left.unchecked_nodes.push(node.clone());
+            }
+            ok
+        });
+        if outs_a.is_empty() && fused.is_empty() {
+            // Nothing to compare: the original's own planning error names what it lacks.
+            Executor::new(original, lim).map_err(no_parity)?;
+            Executor::new(optimized, lim).map_err(optimized_failed)?;
+            return Err(Error::Other(
+                "parity check: no output or fused node is computable by the reference backend"
+                    .into(),
+            ));
+        }
+        let with = |outs: &[ValueId], extra: &[ValueId]| {
+            let mut all = outs.to_vec();
+            for (_, _, slots) in &fused {
+                for &i in slots {
+                    if !all.contains(&extra[i]) {
+                        all.push(extra[i]);
+                    }
+                }
+            }
+            all
+        };
+        restricted_a = restrict(original, &with(&outs_a, &in_a));
+        restricted_b = restrict(optimized, &with(&outs_b, &in_b));
+        partial = Some(left);
+        (&restricted_a, &restricted_b)
+    };
+    let (mut keep_a, mut keep_b) = (Keep::new(&in_a), Keep::new(&in_b));
+    let (sizes, mut a) = Executor::new(model_a, lim)
+        .and_then(|ex| ValueBytes::of_run(&ex, model_a, &inputs, Some(&mut keep_a)))
+        .map_err(no_parity)?;
+    let mut b = Executor::new(model_b, lim)
+        .and_then(|ex| ex.run_observed(&inputs, &mut keep_b))
+        .map_err(optimized_failed)?;
+    if !whole {
+        a.truncate(outs_a.len());
+        b.truncate(outs_b.len());
+    }
+    let tolerance = opts.tolerance.unwrap_or_else(|| model_tolerance(original));
+    let mut p = compare(&a, &b, tolerance);
+    p.nodes = node_diffs(&fused, &keep_a.got, &keep_b.got);
+    p.partial = partial;
+    Ok((p, sizes))
+}
+
+fn no_parity(e: Error) -> Error {
+    Error::Other(format!(
+        "parity check: original model: {e} (use --no-parity to skip the check)"
+    ))
+}
+
+fn optimized_failed(e: Error) -> Error {
+    Error::Other(format!("parity check: optimized model: {e}"))
 }
 
 /// Gives each fusion of `rewrites` the bytes of the intermediates it eliminated, at the sizes of

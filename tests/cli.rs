@@ -407,7 +407,7 @@ fn errors_exit_2_with_one_message() {
 }
 
 #[test]
-fn unsupported_op_is_named_unless_parity_is_skipped() {
+fn unsupported_op_is_named_unless_parity_is_skipped_or_partial() {
     use fuselab::builder::{dims, GraphBuilder};
     let mut b = GraphBuilder::new("g", 17);
     let x = b.input("X", fuselab::DType::F32, dims(&[2, 2]));
@@ -433,6 +433,29 @@ fn unsupported_op_is_named_unless_parity_is_skipped() {
     let saved = fuselab::io::load_file(&opt, &fuselab::Limits::default()).unwrap();
     assert_eq!(common::ops(&saved), vec![("Mystery".to_string(), 1)]);
     assert_eq!(saved.graph.name(saved.graph.outputs[0]), "Y");
+
+    // A second output that does not need the Mystery op: parity compares it (partial).
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", fuselab::DType::F32, dims(&[2, 2]));
+    let y = b.node("com.example", "Mystery", &[Some(x)], 1, vec![])[0];
+    let r = b.op("Relu", &[x], vec![]);
+    b.output(y, "Y");
+    b.output(r, "R");
+    let mut m = b.build();
+    m.ensure_opset("com.example", 1);
+    fuselab::io::save_file(&m, &src, None).unwrap();
+    let stdout = ok(&["optimize", s(&src), "-o", s(&opt)]);
+    assert!(
+        stdout.contains("parity (partial): max |diff| = 0e0"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "partial: compared 1 of 2 outputs and 0 of 0 fused nodes; the rest need ops the \
+             reference backend lacks: Mystery (com.example)"
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]

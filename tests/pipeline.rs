@@ -94,6 +94,98 @@ fn per_node_parity_points_at_the_wrong_fusion() {
     assert_eq!(nodes[1], ("AddEyeLike", Some(0.0)));
 }
 
+/// X → [AddEyeLike pattern] → S; S → Mystery → M; X → Mystery → U → [AddEyeLike pattern] → T.
+/// The reference backend has no Mystery: S and its fusion are compared, M, T and T's fusion not.
+fn half_mystery() -> Model {
+    let mut b = GraphBuilder::new("g", 17);
+    let n = || vec![sym("N"), sym("N")];
+    let x = b.input("X", DType::F32, n());
+    let e = b.op("EyeLike", &[x], vec![]);
+    let s = b.op("Add", &[x, e], vec![]);
+    let m = b.node("com.example", "Mystery", &[Some(s)], 1, vec![])[0];
+    let u = b.node("com.example", "Mystery", &[Some(x)], 1, vec![])[0];
+    let e2 = b.op("EyeLike", &[u], vec![]);
+    let t = b.op("Add", &[u, e2], vec![]);
+    b.output(s, "S");
+    b.output(m, "M");
+    b.output(t, "T");
+    let mut model = b.build();
+    model.ensure_opset("com.example", 1);
+    for v in [m, u] {
+        model.graph.value_mut(v).ty = fuselab::ir::TensorType::new(DType::F32, n());
+    }
+    model
+}
+
+#[test]
+fn partial_parity_compares_what_the_reference_backend_can_run() {
+    let opts = OptimizeOptions {
+        dims: [("N".to_string(), 8)].into(),
+        ..Default::default()
+    };
+    let (opt, rep) = optimize(&half_mystery(), &opts, &|| 0.0).unwrap();
+    assert_eq!(rep.fusions.get("AddEyeLike"), Some(&2));
+    assert_eq!(opt.graph.node_count(), 4);
+    let p = rep.parity.unwrap();
+    assert!(p.ok);
+    let outputs: Vec<&str> = p.outputs.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(outputs, ["S"]);
+    assert_eq!(p.outputs[0].max_abs_diff, Some(0.0));
+    assert_eq!(p.outputs[0].shape, vec![8, 8]);
+    assert_eq!(p.nodes.len(), 1, "{:?}", p.nodes);
+    assert_eq!(p.nodes[0].op, "AddEyeLike");
+    let left = p.partial.expect("partial");
+    assert_eq!(left.missing_ops, ["Mystery (com.example)"]);
+    assert_eq!(left.unchecked_outputs, ["M", "T"]);
+    assert_eq!(left.unchecked_nodes.len(), 1, "{:?}", left.unchecked_nodes);
+    assert_ne!(left.unchecked_nodes[0], p.nodes[0].node);
+}
+
+#[test]
+fn partial_parity_still_fails_a_wrong_rule_in_what_it_compares() {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("N")]);
+    let y = b.op("Relu", &[x], vec![]);
+    let m = b.node("com.example", "Mystery", &[Some(x)], 1, vec![])[0];
+    b.output(y, "Y");
+    b.output(m, "M");
+    let mut model = b.build();
+    model.ensure_opset("com.example", 1);
+    let (_, rep) = optimize_with(
+        &model,
+        vec![Box::new(ReluToNeg)],
+        &OptimizeOptions::default(),
+        &|| 0.0,
+    )
+    .unwrap();
+    let p = rep.parity.unwrap();
+    assert!(!p.ok);
+    assert!(p.max_abs_diff > 0.1, "{}", p.max_abs_diff);
+    assert_eq!(p.partial.unwrap().unchecked_outputs, ["M"]);
+}
+
+#[test]
+fn with_nothing_to_compare_parity_names_the_missing_op() {
+    // Every output needs the Mystery op: no partial check is possible, and the error says why.
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("N")]);
+    let m = b.node("com.example", "Mystery", &[Some(x)], 1, vec![])[0];
+    let y = b.op("Relu", &[m], vec![]);
+    b.output(y, "Y");
+    let mut model = b.build();
+    model.ensure_opset("com.example", 1);
+    let err = optimize(&model, &OptimizeOptions::default(), &|| 0.0)
+        .err()
+        .expect("no parity possible")
+        .to_string();
+    assert!(
+        err.starts_with(
+            "parity check: original model: unsupported op Mystery (domain 'com.example')"
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn parity_passes_and_dims_are_reported_for_the_example() {
     let opts = OptimizeOptions {

@@ -79,7 +79,8 @@ enum Command {
         /// ai.fuselab lowering only fuselab runs). Default: the default rules, nothing refused.
         #[arg(long, value_enum)]
         target: Option<Target>,
-        /// Skip the parity check (needed for models the reference backend cannot run).
+        /// Skip the parity check. Where the reference backend lacks an op, the check compares
+        /// what it can compute (partial parity) and fails only when that is nothing.
         #[arg(long)]
         no_parity: bool,
         /// Largest max-abs-diff accepted by the parity check [default: 2e-2 for a model that
@@ -447,11 +448,27 @@ fn optimize(
         None => println!("parity: skipped (--no-parity)"),
         Some(p) => {
             println!(
-                "parity: max |diff| = {:e} (tolerance {:e}) {}",
+                "parity{}: max |diff| = {:e} (tolerance {:e}) {}",
+                if p.partial.is_some() {
+                    " (partial)"
+                } else {
+                    ""
+                },
                 p.max_abs_diff,
                 p.tolerance,
                 if p.ok { "ok" } else { "FAILED" }
             );
+            if let Some(left) = &p.partial {
+                println!(
+                    "  partial: compared {} of {} outputs and {} of {} fused nodes; the rest need \
+                     ops the reference backend lacks: {}",
+                    p.outputs.len(),
+                    p.outputs.len() + left.unchecked_outputs.len(),
+                    p.nodes.len(),
+                    p.nodes.len() + left.unchecked_nodes.len(),
+                    left.missing_ops.join(", ")
+                );
+            }
             if !p.ok {
                 // Which fusions to suspect: fused nodes whose own outputs differ past tolerance.
                 for d in p.nodes.iter().take(5) {

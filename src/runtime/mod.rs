@@ -2,5 +2,6 @@
 
 pub mod inputs;
 pub mod parity;
+pub mod partial;
 pub mod reference;
 pub mod webgpu;

@@ -44,6 +44,21 @@ pub struct ParityReport {
     /// abs diff over its outputs, worst first (null first: a shape or type differs) — which
     /// fusion to suspect when the outputs differ.
     pub nodes: Vec<NodeDiff>,
+    /// Set when the reference backend lacks some ops: only the outputs and fused nodes it can
+    /// compute without them were compared (`outputs` and `nodes` list just those).
+    pub partial: Option<Partial>,
+}
+
+/// What a partial parity check left out, and why.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub struct Partial {
+    /// The op types without a kernel, as "Op (domain)", the original's first.
+    pub missing_ops: Vec<String>,
+    /// Outputs not compared (a missing op computes them, on either side).
+    pub unchecked_outputs: Vec<String>,
+    /// Fused nodes not compared, for the same reason.
+    pub unchecked_nodes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -140,6 +155,7 @@ pub fn compare(a: &[(String, Tensor)], b: &[(String, Tensor)], tolerance: f64) -
         ok: worst <= tolerance,
         outputs,
         nodes: Vec::new(),
+        partial: None,
     }
 }
 

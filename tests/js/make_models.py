@@ -2,7 +2,12 @@
 
   make_models.py unsupported SRC OUT   SRC (a transformer the optimizer fuses) with two ops of
                                        a made-up domain appended, which no backend has kernels
-                                       for: the page must still show graphs and fusions.
+                                       for, after its output: the page must still show
+                                       graphs and fusions, and compares the output (partial
+                                       parity).
+  make_models.py unsupported_input SRC OUT
+                                       the same two ops on SRC's first input instead: every
+                                       output needs them, so parity cannot check anything.
   make_models.py layers N OUT          a transformer-like stack of at least N nodes (pre-norm
                                        blocks: LayerNorm, Q/K/V MatMuls, Shape-fed Reshapes,
                                        masked softmax attention, Tanh MLP, residual Adds) with
@@ -27,6 +32,20 @@ def unsupported(src, out):
     g.node.append(helper.make_node("Scramble", [last], ["scrambled"], name="scramble", domain="com.example"))
     g.node.append(helper.make_node("Unscramble", ["scrambled"], ["unscrambled"], name="unscramble", domain="com.example"))
     g.output.append(helper.make_tensor_value_info("unscrambled", TensorProto.FLOAT, None))
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    onnx.save(m, out)
+
+
+def unsupported_input(src, out):
+    m = onnx.load(src)
+    g = m.graph
+    x = g.input[0]
+    for n in g.node:
+        n.input[:] = ["unscrambled" if i == x.name else i for i in n.input]
+    g.node.insert(0, helper.make_node("Unscramble", ["scrambled"], ["unscrambled"], name="unscramble", domain="com.example"))
+    g.node.insert(0, helper.make_node("Scramble", [x.name], ["scrambled"], name="scramble", domain="com.example"))
+    # The graph still knows the value's type and shape, so the passes after it can fuse.
+    g.value_info.append(helper.make_value_info("unscrambled", x.type))
     m.opset_import.append(helper.make_opsetid("com.example", 1))
     onnx.save(m, out)
 
@@ -90,6 +109,8 @@ def strip(src, out):
 if __name__ == "__main__":
     if sys.argv[1] == "unsupported":
         unsupported(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "unsupported_input":
+        unsupported_input(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "strip":
         strip(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "layers":

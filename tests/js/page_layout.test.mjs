@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { layered, isotonicPlace } from "../../www/src/layered.js";
 import { layoutGraph } from "../../www/src/layout.js";
-import { parityFailure, shortNumbers } from "../../www/src/format.js";
+import { parityFailure, partialParity, shortNumbers } from "../../www/src/format.js";
 import { syntheticGraph } from "../../benches/page_graphs.mjs";
 
 function checkLayout(g, l) {
@@ -63,4 +63,15 @@ test("parity failures in the page's words, naming the ops", () => {
   const w = parityFailure("parity check: original model: unsupported op Foo (domain 'com.x') at node 'n1'; also missing: Bar (ai.onnx) (use --no-parity to skip the check)");
   assert.deepEqual(w.ops, ["Foo (com.x)", "Bar"]);
   assert.doesNotMatch(w.summary + w.detail, /no-parity/);
+});
+
+test("partial parity in the page's words: the ops without kernels, what was compared and what not", () => {
+  const parity = {
+    outputs: [{ name: "logits" }],
+    nodes: [{ node: "a" }, { node: "b" }],
+    partial: { missing_ops: ["Foo (com.x)", "IsNaN (ai.onnx)"], unchecked_outputs: ["m", "t"], unchecked_nodes: ["c"] },
+  };
+  const w = partialParity(parity);
+  assert.equal(w.summary, "the reference backend has no kernel for Foo (com.x), IsNaN");
+  assert.equal(w.detail, "Compared 1 output and 2 fused nodes that do not need them; not compared: 2 outputs (m, t) and 1 fused node.");
 });

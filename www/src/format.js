@@ -26,6 +26,30 @@ export function shortFloat(v) {
   return String(v);
 }
 
+/** An op as "Op (domain)" from the wasm, shown without the default domain. */
+const shortOp = (s) => s.replace(/ \((ai\.onnx)?\)$/, "");
+
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+/**
+ * A partial parity check (`parity.partial`: the reference backend lacks some ops) in the page's
+ * words: `{ summary, detail }`, naming the ops and what was and was not compared.
+ */
+export function partialParity(parity) {
+  const left = parity.partial;
+  const ops = left.missing_ops.map(shortOp);
+  const not = [];
+  if (left.unchecked_outputs.length) {
+    not.push(`${plural(left.unchecked_outputs.length, "output")} (${left.unchecked_outputs.join(", ")})`);
+  }
+  if (left.unchecked_nodes.length) not.push(plural(left.unchecked_nodes.length, "fused node"));
+  return {
+    summary: `the reference backend has no kernel for ${ops.join(", ")}`,
+    detail: `Compared ${plural(parity.outputs.length, "output")} and ${plural(parity.nodes.length, "fused node")} ` +
+      `that do not need ${ops.length === 1 ? "it" : "them"}; not compared: ${not.join(" and ") || "nothing else"}.`,
+  };
+}
+
 /**
  * Why the reference backend could not check parity, from the wasm's error, in the page's words:
  * `{ summary, detail, ops }`. The CLI's "(use --no-parity …)" hint is dropped: the page has its

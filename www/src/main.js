@@ -6,7 +6,7 @@ import { createView, opColours } from "./graph.js";
 import { linkViews, setupSearch, showLegend } from "./nav.js";
 import { clearReport, inspect, showParity, showReport } from "./report.js";
 import { clearBench, setupBench } from "./bench.js";
-import { parityFailure } from "./format.js";
+import { parityFailure, partialParity } from "./format.js";
 import { drawProfile } from "./profile.js";
 
 const $ = (id) => document.getElementById(id);
@@ -222,7 +222,9 @@ async function optimize(t0 = performance.now()) {
       } else {
         current.report.parity = p.parity;
         showParity("checked", { parity: p.parity });
-        parityText = `parity ${p.parity.ok ? "checked" : "FAILED"} in ${p.parity_ms.toFixed(0)} ms`;
+        const partial = p.parity.partial ? partialParity(p.parity) : null;
+        parityText = `parity ${p.parity.ok ? (partial ? "partially checked" : "checked") : "FAILED"} in ` +
+          `${p.parity_ms.toFixed(0)} ms${partial ? ` (${partial.summary})` : ""}`;
       }
     } catch (e) {
       if (my !== gen) return;

@@ -1,6 +1,6 @@
 // The report section (node counts, parity card, fused ops, rejected candidates) and the node
 // inspector.
-import { shortNumbers } from "./format.js";
+import { partialParity, shortNumbers } from "./format.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -72,10 +72,12 @@ export function showParity(state, { parity, why } = {}) {
   $("skip-parity").hidden = !(state === "checking" || state === "failed");
   $("parity-card").dataset.state = state;
   if (state === "checked") {
-    big.textContent = parity.ok ? "outputs match" : "OUTPUTS DIFFER";
+    const partial = parity.partial ? partialParity(parity) : null;
+    big.textContent = (parity.ok ? "outputs match" : "OUTPUTS DIFFER") + (partial ? " (partial)" : "");
     big.className = `big ${parity.ok ? "ok" : "bad"}`;
     const worst = parity.nodes?.[0];
-    detail.textContent = `max |original − optimized| = ${parity.max_abs_diff.toExponential(2)} (tolerance ${parity.tolerance})` +
+    detail.textContent = (partial ? `Partial: ${partial.summary}. ${partial.detail} ` : "") +
+      `max |original − optimized| = ${parity.max_abs_diff.toExponential(2)} (tolerance ${parity.tolerance})` +
       (worst ? `; largest fused-node diff: ${worst.node} (${worst.op}) ${fmtDiff(worst.max_abs_diff)}` : "");
     return;
   }

@@ -89,6 +89,27 @@ impl Slot<'_> {
     }
 }
 
+/// Whether the reference backend can run node `id` of `model` (partial parity asks it of every
+/// node): its op has a kernel at the model's opset and, for If/Loop/Scan, every body plans. An
+/// op whose attributes are bad counts as runnable, so that planning reports it.
+pub fn runs_node(model: &Model, id: NodeId, limits: &Limits) -> bool {
+    let node = model.graph.node(id);
+    let opset = model.opset(&node.domain).unwrap_or(1);
+    let op = match ops::resolve(node, opset) {
+        Ok(op) => op,
+        Err(OpError::Unsupported) => return false,
+        Err(OpError::BadAttributes(_)) => return true,
+    };
+    if node.is_onnx_domain() && super::control::is_control(&node.op_type) {
+        op.bodies().into_iter().all(|(_, gp)| {
+            crate::io::load::subgraph_model(gp, &model.proto)
+                .is_ok_and(|body| Executor::new(&body, limits).is_ok())
+        })
+    } else {
+        node.implicit_inputs.is_empty() && !node.has_subgraphs()
+    }
+}
+
 impl<'m> Executor<'m> {
     /// Plans `model`. Fails naming the first node whose op the reference backend lacks, and
     /// listing every other missing op type.

@@ -4,4 +4,4 @@
 mod control;
 pub mod executor;
 
-pub use executor::{Executor, NoObserver, StepObserver};
+pub use executor::{runs_node, Executor, NoObserver, StepObserver};
