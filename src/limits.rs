@@ -7,6 +7,29 @@ pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 4 << 30;
 #[cfg(target_arch = "wasm32")]
 pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 1 << 30;
 
+/// wasm32's linear memory: 4 GiB of address space (65,536 pages of 64 KiB), all the wasm build
+/// ever has, whatever the machine; a browser may grant less.
+pub const WASM_MEMORY_CEILING: u64 = 4 << 30;
+
+/// Largest model (the .onnx and its external data files together) the wasm build loads: the
+/// file bytes, one decoded copy of the weights (a run decodes each initializer once) and the
+/// saved optimized model must fit under [`WASM_MEMORY_CEILING`] at once, so a third of it
+/// (1.33 GiB; GPT-2 small's 651 MB fits).
+pub const WASM_MAX_MODEL_BYTES: u64 = WASM_MEMORY_CEILING / 3;
+
+/// Refuses, before anything is copied into wasm memory, a model whose files total more than
+/// [`WASM_MAX_MODEL_BYTES`]; `total` is their summed size.
+pub fn check_wasm_model_bytes(total: u64) -> Result<(), crate::Error> {
+    if total > WASM_MAX_MODEL_BYTES {
+        return Err(crate::Error::limit(format!(
+            "the model's files total {total} bytes, over the {WASM_MAX_MODEL_BYTES} bytes the \
+             wasm build can hold: its 4 GiB memory must take the files, one decoded copy of the \
+             weights and the optimized model at once (use the native CLI for this model)"
+        )));
+    }
+    Ok(())
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Largest tensor, in bytes, that loading, a kernel or input generation may create.
@@ -56,5 +79,22 @@ impl Limits {
             )));
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wasm_build_refuses_a_model_past_a_third_of_its_memory() {
+        assert!(check_wasm_model_bytes(651_000_000).is_ok()); // GPT-2 small in float32
+        assert!(check_wasm_model_bytes(WASM_MAX_MODEL_BYTES).is_ok());
+        let err = check_wasm_model_bytes(WASM_MAX_MODEL_BYTES + 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("1431655766 bytes"), "{err}");
+        assert!(err.contains("over the 1431655765 bytes"), "{err}");
+        assert!(err.contains("use the native CLI"), "{err}");
     }
 }

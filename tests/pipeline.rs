@@ -175,8 +175,7 @@ fn with_nothing_to_compare_parity_names_the_missing_op() {
     let mut model = b.build();
     model.ensure_opset("com.example", 1);
     let err = optimize(&model, &OptimizeOptions::default(), &|| 0.0)
-        .err()
-        .expect("no parity possible")
+        .expect_err("no parity possible")
         .to_string();
     assert!(
         err.starts_with(

@@ -44,9 +44,31 @@ fn error_text(e: wasm_bindgen::JsError) -> String {
     v.dyn_into::<js_sys::Error>().unwrap().message().into()
 }
 
+/// `Model.load` as JS calls it, with the bytes in a Uint8Array.
+fn load(bytes: &[u8], external: JsValue) -> Result<WasmModel, wasm_bindgen::JsError> {
+    WasmModel::load(js_sys::Uint8Array::from(bytes), external)
+}
+
+#[wasm_bindgen_test]
+fn a_model_past_the_wasm_memory_ceiling_is_refused_before_it_is_copied() {
+    // 1.5 GB of zeros: the browser reserves it lazily, and nothing may copy it into wasm memory.
+    let big = js_sys::Uint8Array::new_with_length(1_500_000_000);
+    let e = error_text(WasmModel::load(big, JsValue::UNDEFINED).err().unwrap());
+    assert!(
+        e.contains("the model's files total 1500000000 bytes, over the 1431655765 bytes"),
+        "{e}"
+    );
+    // The external data files count too.
+    let files = js_sys::Object::new();
+    let data = js_sys::Uint8Array::new_with_length(1_431_656_000);
+    js_sys::Reflect::set(&files, &"w.bin".into(), &data).unwrap();
+    let e = error_text(load(EXAMPLE, files.into()).err().unwrap());
+    assert!(e.contains("over the 1431655765 bytes"), "{e}");
+}
+
 #[wasm_bindgen_test]
 fn optimizes_the_example_and_links_fused_nodes() {
-    let m = WasmModel::load(EXAMPLE.to_vec(), JsValue::UNDEFINED).unwrap();
+    let m = load(EXAMPLE, JsValue::UNDEFINED).unwrap();
     let summary = json(&m.summary().unwrap());
     assert_eq!(summary["nodes"], 2);
     assert_eq!(summary["inputs"][0]["shape"], serde_json::json!(["N", "N"]));
@@ -81,13 +103,13 @@ fn optimizes_the_example_and_links_fused_nodes() {
     // One edge per wire: input → EyeLike, input → Add, EyeLike → Add, Add → output.
     assert_eq!(before["edges"].as_array().unwrap().len(), 4);
 
-    let reloaded = WasmModel::load(o.bytes().unwrap(), JsValue::UNDEFINED).unwrap();
+    let reloaded = load(&o.bytes().unwrap(), JsValue::UNDEFINED).unwrap();
     assert_eq!(json(&reloaded.summary().unwrap())["ops"]["AddEyeLike"], 1);
 }
 
 #[wasm_bindgen_test]
 fn runs_given_inputs_and_benches_both_graphs() {
-    let m = WasmModel::load(EXAMPLE.to_vec(), JsValue::UNDEFINED).unwrap();
+    let m = load(EXAMPLE, JsValue::UNDEFINED).unwrap();
     let x = js_sys::Float32Array::from(&[1.0f32, 2.0, 3.0, 4.0][..]);
     let inputs = js_sys::Object::new();
     let t = js(r#"{"dtype": "float32", "shape": [2, 2]}"#);
@@ -130,7 +152,7 @@ fn runs_given_inputs_and_benches_both_graphs() {
 /// 256·256 float32 identity, covered by add_eyelike; the optimized model has none left.
 #[wasm_bindgen_test]
 fn profiles_the_example_as_the_cli_does() {
-    let m = WasmModel::load(EXAMPLE.to_vec(), JsValue::UNDEFINED).unwrap();
+    let m = load(EXAMPLE, JsValue::UNDEFINED).unwrap();
     let now: js_sys::Function = js_sys::Function::new_no_args("return performance.now()");
     let p = json(
         &m.profile(js(r#"{"dims": {"N": 256}}"#), Some(2), &now)
@@ -185,14 +207,10 @@ fn profiles_the_example_as_the_cli_does() {
 fn bad_input_is_an_error_naming_it() {
     let half = &EXAMPLE[..EXAMPLE.len() / 2];
     for bytes in [half, b"\xff\xff\xff"] {
-        let e = error_text(
-            WasmModel::load(bytes.to_vec(), JsValue::UNDEFINED)
-                .err()
-                .unwrap(),
-        );
+        let e = error_text(load(bytes, JsValue::UNDEFINED).err().unwrap());
         assert!(e.starts_with("cannot decode ONNX model: "), "{e}");
     }
-    let m = WasmModel::load(EXAMPLE.to_vec(), JsValue::UNDEFINED).unwrap();
+    let m = load(EXAMPLE, JsValue::UNDEFINED).unwrap();
     let e = error_text(m.optimize(js(r#"{"rules": ["nope"]}"#)).err().unwrap());
     assert!(e.contains("nope"), "{e}");
     let e = error_text(m.optimize(js(r#"{"rulez": []}"#)).err().unwrap());
@@ -262,11 +280,7 @@ fn external_data_model() -> Vec<u8> {
 #[wasm_bindgen_test]
 fn external_data_files_come_with_the_model() {
     let bytes = external_data_model();
-    let e = error_text(
-        WasmModel::load(bytes.clone(), JsValue::UNDEFINED)
-            .err()
-            .unwrap(),
-    );
+    let e = error_text(load(&bytes, JsValue::UNDEFINED).err().unwrap());
     assert!(e.contains("w.bin"), "{e}");
 
     let w: Vec<u8> = [1.5f32, -2.0]
@@ -275,7 +289,7 @@ fn external_data_files_come_with_the_model() {
         .collect();
     let files = js_sys::Object::new();
     js_sys::Reflect::set(&files, &"w.bin".into(), &js_sys::Uint8Array::from(&w[..])).unwrap();
-    let m = WasmModel::load(bytes.clone(), files.into()).unwrap();
+    let m = load(&bytes, files.into()).unwrap();
     let inputs = js(r#"{"X": {"dtype": "float32", "shape": [2]}}"#);
     let x = js_sys::Reflect::get(&inputs, &"X".into()).unwrap();
     js_sys::Reflect::set(
@@ -290,7 +304,7 @@ fn external_data_files_come_with_the_model() {
 
     let wrong = js_sys::Object::new();
     js_sys::Reflect::set(&wrong, &"w.bin".into(), &JsValue::from(3)).unwrap();
-    let e = error_text(WasmModel::load(bytes.clone(), wrong.into()).err().unwrap());
+    let e = error_text(load(&bytes, wrong.into()).err().unwrap());
     assert!(e.contains("'w.bin' is not a Uint8Array"), "{e}");
 }
 
@@ -299,7 +313,7 @@ fn external_data_files_come_with_the_model() {
 /// it, in 2 and 1 dispatches.
 #[wasm_bindgen_test]
 async fn webgpu_in_the_browser_matches_the_reference_backend() {
-    let m = WasmModel::load(EXAMPLE.to_vec(), JsValue::UNDEFINED).unwrap();
+    let m = load(EXAMPLE, JsValue::UNDEFINED).unwrap();
     let o = m.optimize(js(r#"{"dims": {"N": 33}}"#)).unwrap();
     let dims = HashMap::from([("N".to_string(), 33usize)]);
     let limits = fuselab::Limits::default();
@@ -327,7 +341,7 @@ async fn webgpu_in_the_browser_matches_the_reference_backend() {
 #[wasm_bindgen_test]
 async fn gpu_bench_times_both_graphs_on_webgpu() {
     use wasm_bindgen_futures::JsFuture;
-    let m = WasmModel::load(EXAMPLE.to_vec(), JsValue::UNDEFINED).unwrap();
+    let m = load(EXAMPLE, JsValue::UNDEFINED).unwrap();
     let o = m.optimize(js(r#"{"dims": {"N": 33}}"#)).unwrap();
     let dims = HashMap::from([("N".to_string(), 33usize)]);
     let g = GpuBench::prepare_with(m.inner().clone(), o.model().inner().clone(), dims, 0)
@@ -517,7 +531,7 @@ async fn check_on_webgpu(
 async fn zoo_models_on_webgpu_match_the_reference_backend() {
     let mut bad = Vec::new();
     for z in gpu_parity::ZOO {
-        let m = WasmModel::load(z.bytes.to_vec(), JsValue::UNDEFINED).unwrap();
+        let m = load(z.bytes, JsValue::UNDEFINED).unwrap();
         let dims = z.dims();
         let options = serde_json::json!({"dims": dims, "parity": false}).to_string();
         let o = m.optimize(js(&options)).unwrap();
@@ -535,7 +549,7 @@ async fn zoo_models_on_webgpu_match_the_reference_backend() {
 #[wasm_bindgen_test]
 async fn mobilenet_on_webgpu_matches_the_reference_backend() {
     const MOBILENET: &[u8] = include_bytes!("data/models/torchvision/mobilenet_v3_small.onnx");
-    let m = WasmModel::load(MOBILENET.to_vec(), JsValue::UNDEFINED).unwrap();
+    let m = load(MOBILENET, JsValue::UNDEFINED).unwrap();
     let o = m
         .optimize(js(r#"{"dims": {"batch": 1}, "parity": false}"#))
         .unwrap();

@@ -61,6 +61,9 @@ pub struct Graph {
     /// One entry per (consumer, use): a node reading a value twice appears twice.
     consumers: Vec<Vec<NodeId>>,
     by_name: HashMap<String, ValueId>,
+    /// Live nodes per node name (names may repeat): `has_node_named` without a scan, which made
+    /// naming each fused node O(nodes) and the passes quadratic.
+    node_names: HashMap<String, u32>,
     pub inputs: Vec<ValueId>,
     pub outputs: Vec<ValueId>,
     /// Initializers in file order, data inlined (external data already read).
@@ -282,6 +285,11 @@ impl Graph {
             .map(|(i, _)| NodeId(i as u32))
     }
 
+    /// Whether a live node is called `name`.
+    pub fn has_node_named(&self, name: &str) -> bool {
+        self.node_names.contains_key(name)
+    }
+
     pub fn node_count(&self) -> usize {
         self.nodes.iter().filter(|n| n.is_some()).count()
     }
@@ -313,6 +321,7 @@ impl Graph {
         for inp in node.all_inputs() {
             self.consumers[inp.0 as usize].push(id);
         }
+        *self.node_names.entry(node.name.clone()).or_default() += 1;
         self.nodes.push(Some(node));
         Ok(id)
     }
@@ -322,6 +331,12 @@ impl Graph {
         let node = self.nodes[id.0 as usize]
             .take()
             .expect("removing a removed node");
+        if let Some(n) = self.node_names.get_mut(&node.name) {
+            *n -= 1;
+            if *n == 0 {
+                self.node_names.remove(&node.name);
+            }
+        }
         for out in node.outputs.iter().flatten() {
             self.producer[out.0 as usize] = None;
         }

@@ -41,7 +41,7 @@ pub fn constant_shape(model: &Model, v: ValueId) -> Option<Vec<usize>> {
 
 /// A node name not used in the graph, derived from `base`.
 pub fn fresh_node_name(g: &Graph, base: &str) -> String {
-    let taken = |n: &str| g.node_ids().any(|id| g.node(id).name == n);
+    let taken = |n: &str| g.has_node_named(n);
     if !taken(base) {
         return base.to_string();
     }

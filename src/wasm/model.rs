@@ -40,11 +40,12 @@ impl WasmModel {
     /// Parses .onnx bytes. `external`: `{ fileName: Uint8Array }` for tensors stored in external
     /// data files (their `location`), or undefined.
     pub fn load(
-        bytes: Vec<u8>,
+        bytes: js_sys::Uint8Array,
         #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array> | undefined")]
         external: JsValue,
     ) -> Result<WasmModel, JsError> {
-        let mut files = HashMap::new();
+        // Sizes first: nothing is copied into wasm memory for a model past its ceiling.
+        let mut sized: Vec<(String, js_sys::Uint8Array)> = Vec::new();
         if !external.is_undefined() && !external.is_null() {
             let obj: &js_sys::Object = external
                 .dyn_ref()
@@ -58,9 +59,16 @@ impl WasmModel {
                 let data: js_sys::Uint8Array = pair.get(1).dyn_into().map_err(|_| {
                     JsError::new(&format!("external: '{name}' is not a Uint8Array"))
                 })?;
-                files.insert(name, bytes::Bytes::from(data.to_vec()));
+                sized.push((name, data));
             }
         }
+        let total =
+            (sized.iter().map(|(_, d)| d.length() as u64)).sum::<u64>() + bytes.length() as u64;
+        crate::limits::check_wasm_model_bytes(total).map_err(err)?;
+        let files: HashMap<String, bytes::Bytes> = sized
+            .into_iter()
+            .map(|(name, data)| (name, bytes::Bytes::from(data.to_vec())))
+            .collect();
         let external = match files.is_empty() {
             true => ExternalData::None,
             false => ExternalData::Files(files),
@@ -70,7 +78,7 @@ impl WasmModel {
             external,
         };
         Ok(WasmModel {
-            model: load_buf(bytes.into(), &opts).map_err(err)?,
+            model: load_buf(bytes.to_vec().into(), &opts).map_err(err)?,
         })
     }
 
