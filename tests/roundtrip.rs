@@ -538,6 +538,44 @@ fn a_value_that_is_both_input_and_output_keeps_both_declarations() {
     assert_eq!(to_model_proto(&m).unwrap().encode_to_vec(), bytes);
 }
 
+/// A model past the reader's limit goes to external data by itself (`automatic`), at the default
+/// 1 KiB threshold, and loads back the same; under the limit it stays one file. The limit here
+/// is 64 MiB (left for the nodes) + 100 KB instead of protobuf's 2 GiB, so that gpt2_tiny's ~1 MB
+/// of weights is past it.
+#[test]
+fn a_model_past_the_protobuf_limit_saves_its_weights_externally_by_itself() {
+    let dir = std::env::temp_dir().join(format!("fuselab-save-auto-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/gpt2_tiny.onnx");
+    let m = load_file(&src, &Limits::default()).unwrap();
+    let out = dir.join("m.onnx");
+    let small = (64 << 20) + 100_000;
+    let saved = fuselab::io::save_file_within(&m, &out, None, small).unwrap();
+    assert!(saved.automatic);
+    assert_eq!(
+        saved.data_file.as_deref(),
+        Some(dir.join("m.onnx.data").as_path())
+    );
+    let big = m
+        .graph
+        .initializers()
+        .filter(|(_, t)| t.raw_data.len() as u64 >= fuselab::io::DEFAULT_EXTERNAL_THRESHOLD)
+        .count();
+    assert_eq!(saved.external_tensors, big);
+    assert!(std::fs::metadata(&out).unwrap().len() < 100_000);
+    let again = load_file(&out, &Limits::default()).unwrap();
+    assert_eq!(
+        to_model_proto(&again).unwrap().encode_to_vec(),
+        to_model_proto(&m).unwrap().encode_to_vec()
+    );
+    // Under the limit (protobuf's own): one self-contained file, no data file.
+    std::fs::remove_file(dir.join("m.onnx.data")).unwrap();
+    let saved = fuselab::io::save_file(&m, &out, None).unwrap();
+    assert_eq!(saved, fuselab::io::Saved::default());
+    assert!(!dir.join("m.onnx.data").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `save_file` with a threshold: tensors with at least that many bytes of raw data go to
 /// `<name>.data` beside the model at 64-byte aligned offsets, smaller ones stay inline, and the
 /// pair loads back to the same model as the in-memory one.

@@ -7,5 +7,5 @@ pub mod save;
 
 pub use load::{load_buf, load_bytes, load_file, ExternalData, LoadOptions};
 #[cfg(not(target_arch = "wasm32"))]
-pub use save::{save_file, Saved};
+pub use save::{save_file, save_file_within, Saved};
 pub use save::{to_bytes, to_model_proto, DEFAULT_EXTERNAL_THRESHOLD};

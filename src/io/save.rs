@@ -144,6 +144,19 @@ fn goes_external(t: &TensorProto, threshold: u64) -> bool {
 /// it, a model whose protobuf would pass 2 GiB is saved that way at the default threshold.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn save_file(m: &Model, path: &std::path::Path, external: Option<u64>) -> Result<Saved> {
+    save_file_within(m, path, external, MAX_PROTO_BYTES as u64)
+}
+
+/// `save_file` for a reader that takes messages up to `max_proto` bytes instead of protobuf's
+/// 2 GiB: the automatic choice of external data is made against it (less 64 MiB left for the
+/// nodes). Tests reach that path with a small limit instead of writing 2 GiB.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn save_file_within(
+    m: &Model,
+    path: &std::path::Path,
+    external: Option<u64>,
+    max_proto: u64,
+) -> Result<Saved> {
     let io = |p: &std::path::Path, e| crate::Error::io(p.display(), e);
     let (threshold, automatic) = match external {
         Some(t) => (t, false),
@@ -155,7 +168,7 @@ pub fn save_file(m: &Model, path: &std::path::Path, external: Option<u64>) -> Re
                 .initializers()
                 .map(|(_, t)| t.encoded_len() as u64)
                 .sum();
-            if data < (MAX_PROTO_BYTES as u64).saturating_sub(64 << 20) {
+            if data < max_proto.saturating_sub(64 << 20) {
                 let bytes = to_bytes(m)?;
                 std::fs::write(path, bytes).map_err(|e| io(path, e))?;
                 return Ok(Saved::default());
