@@ -345,6 +345,40 @@ fn external_data_is_read_beside_the_model() {
     assert!(err.contains("length 4"), "{err}");
 }
 
+/// Offsets past 4 GiB (and a data file of 4.5 GB) load natively: the file is sparse, so only
+/// the tensor's 8 bytes take disk. The run reads them back through the mapping.
+#[test]
+fn external_data_past_4_gib_loads_and_runs() {
+    use std::io::{Seek, SeekFrom, Write};
+    let dir = std::env::temp_dir().join(format!("fuselab-ext4g-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let offset: u64 = 4_500_000_000;
+    let mut f = std::fs::File::create(dir.join("big.bin")).unwrap();
+    f.set_len(offset + 64).unwrap();
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    let data: Vec<u8> = [1.5f32, -2.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    f.write_all(&data).unwrap();
+    drop(f);
+    let mut w = external("big.bin", 8);
+    w.external_data.push(StringStringEntryProto {
+        key: "offset".into(),
+        value: offset.to_string(),
+    });
+    let m = model(graph(vec![node("Add", &["X", "W"], &["Y"])], vec![w]));
+    let path = dir.join("big.onnx");
+    std::fs::write(&path, m.encode_to_vec()).unwrap();
+    let loaded = load_file(&path, &Limits::default()).unwrap();
+    let x = fuselab::Tensor::F32(ndarray::ArrayD::from_shape_vec(vec![2], vec![1.0, 1.0]).unwrap());
+    let ex = fuselab::runtime::reference::Executor::new(&loaded, &Limits::default()).unwrap();
+    let y = ex.run(&[("X".to_string(), x)].into()).unwrap();
+    let y = y[0].1.as_f32().unwrap();
+    assert_eq!(y.as_slice().unwrap(), [2.5, -1.0]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn missing_and_misshapen_inputs_at_run_time() {
     use std::collections::HashMap;
