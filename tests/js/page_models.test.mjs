@@ -238,6 +238,38 @@ test("a 3,000-node graph lays out and draws; search finds a node by name; the tw
   assert.deepEqual(errors, []);
 });
 
+test("repeated blocks collapse to one box each, and a click expands one", async () => {
+  // The 3,000-node stack of the test before: 125 blocks of 24 nodes ("/layers.N/…"), then an
+  // Identity outside them.
+  assert.equal(await page.isVisible("#collapse-label"), true);
+  const counts = (side) => page.evaluate((side) => {
+    const ns = window.fuselabViews()[side].graph.nodes;
+    const blocks = ns.filter((n) => n.kind === "block");
+    return { blocks: blocks.length, ops: ns.filter((n) => n.kind === "op").length, members: blocks.reduce((a, n) => a + n.members, 0) };
+  }, side);
+  const blockCount = (side) => page.evaluate((side) => window.fuselabViews()[side].graph.nodes.filter((n) => n.kind === "block").length, side);
+  await page.check("#collapse-blocks");
+  await page.waitForFunction(() => ["before", "after"].every((s) => window.fuselabViews()[s].graph.nodes.some((n) => n.kind === "block")));
+  assert.deepEqual(await counts("before"), { blocks: 125, ops: 1, members: 3000 });
+  const after = await counts("after");
+  assert.equal(after.blocks, 125);
+  assert.equal(after.ops + after.members, Number(await page.textContent("#nodes-after")));
+  assert.match(await page.textContent("#caption-before"), /125 repeated blocks collapsed/);
+  const box = page.locator('#graph-before .node.block[data-name="/layers.3"]');
+  assert.equal(await box.locator("text").textContent(), "layers.3 · 24 nodes");
+  await shot("blocks-collapsed.png");
+  // A click expands that block only; the other side keeps its blocks.
+  await box.dispatchEvent("click");
+  await page.waitForFunction(() => window.fuselabViews().before.graph.nodes.filter((n) => n.kind === "block").length === 124);
+  assert.deepEqual(await counts("before"), { blocks: 124, ops: 25, members: 2976 });
+  assert.equal(await blockCount("after"), 125);
+  assert.ok(await page.locator('#graph-before .node.op[data-name^="/layers.3/"]').count() > 0);
+  await shot("blocks-one-expanded.png");
+  await page.uncheck("#collapse-blocks");
+  await page.waitForFunction(() => ["before", "after"].every((s) => !window.fuselabViews()[s].graph.nodes.some((n) => n.kind === "block")));
+  assert.deepEqual(errors, []);
+});
+
 /** Whether the node named `name` lies within the view of `side`. */
 function inView(side, name) {
   return page.evaluate(([side, name]) => {

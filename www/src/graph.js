@@ -76,7 +76,8 @@ export function createView(figure, g, colours, hooks) {
     group.dataset.id = n.id;
     el("rect", { width: n.w, height: n.h, rx: n.kind === "op" ? 4 : n.h / 2, style: `fill:${fill(n)}` }, group);
     el("text", { x: n.w / 2, y: n.h / 2 + 4, "text-anchor": "middle" }, group).textContent = n.label;
-    el("title", {}, group).textContent = n.kind === "op" ? `${n.op_type} ${n.name}` : n.label;
+    el("title", {}, group).textContent = n.kind === "op" ? `${n.op_type} ${n.name}` :
+      n.kind === "block" ? `${n.name}: ${n.members} nodes (click to expand)` : n.label;
     group.addEventListener("click", () => hooks.select(i));
     group.addEventListener("mouseenter", () => hooks.hover(i));
     group.addEventListener("mouseleave", () => hooks.hover(-1));

@@ -51,7 +51,9 @@ let link = null;
 function clearModel() {
   current = null;
   views = {};
+  onScreen = {};
   link = null;
+  $("collapse-label").hidden = true;
   clearReport();
   clearBench();
   $("graphs").hidden = true;
@@ -166,7 +168,7 @@ async function optimize(t0 = performance.now()) {
   const sideMs = {};
   for (const side of ["before", "after"]) {
     try {
-      const l = await call("layout", { side }, (p) => status(`Optimized ${name}; laying out the ${side} graph: ${p.step}…`));
+      const l = await call("layout", { side, collapsed: collapsedFor() }, (p) => status(`Optimized ${name}; laying out the ${side} graph: ${p.step}…`));
       if (my !== gen) return;
       laid[side] = l.graph;
       layoutMs += l.layout_ms;
@@ -176,32 +178,22 @@ async function optimize(t0 = performance.now()) {
       failed.push(`the layout of the ${side} graph failed: ${e.message}`);
     }
   }
-  const colours = opColours(Object.values(laid));
+  colours = opColours(Object.values(laid));
   views = {};
+  onScreen = laid;
   for (const side of ["before", "after"]) {
-    const caption = $(`caption-${side}`);
     if (!laid[side]) {
       $(`graph-${side}`).replaceChildren();
-      caption.textContent = `${side}: not drawn (layout failed)`;
+      $(`caption-${side}`).textContent = `${side}: not drawn (layout failed)`;
       continue;
     }
     try {
-      views[side] = createView($(`graph-${side}`).closest("figure"), laid[side], colours, {
-        select: (i) => link?.select(side, i),
-        hover: (i) => link?.hover(side, i),
-        moved: () => link?.moved(side),
-      });
-      const g = laid[side];
-      const n = side === "before" ? r.report.nodes_before : r.report.nodes_after;
-      caption.textContent = `${side}: ${n} nodes` +
-        (g.constants_hidden ? ` (${g.constants_hidden} Constant nodes drawn as constant inputs)` : "");
+      drawSide(side);
     } catch (e) {
       failed.push(`drawing the ${side} graph failed: ${e.message}`);
     }
   }
-  link = views.before && views.after ? linkViews(views.before, views.after, inspect) : null;
-  showLegend(colours, search);
-  search.run();
+  linkSides();
   await new Promise((res) => requestAnimationFrame(() => setTimeout(res, 0)));
   const shown = performance.now() - t0;
   Object.assign(timing, { optimize_ms: r.optimize_ms, layout_ms: layoutMs, ...sideMs, drop_to_graphs_ms: shown });
@@ -236,6 +228,56 @@ async function optimize(t0 = performance.now()) {
   }
   status(`${head}, ${drawn.replace("graphs drawn", "graphs shown")}; ${parityText}.`);
 }
+
+// ---- the graphs: drawing, repeated blocks -----------------------------------------------------
+
+let onScreen = {}; // side → the laid-out graph on screen
+let colours = new Map();
+
+/** Draws `onScreen[side]`. A click on a collapsed block expands it; on a node, selects it. */
+function drawSide(side) {
+  const g = onScreen[side];
+  views[side] = createView($(`graph-${side}`).closest("figure"), g, colours, {
+    select: (i) => (g.nodes[i].kind === "block" ? expandBlock(side, g.nodes[i].name) : link?.select(side, i)),
+    hover: (i) => link?.hover(side, i),
+    moved: () => link?.moved(side),
+  });
+  const n = side === "before" ? current.report.nodes_before : current.report.nodes_after;
+  $(`caption-${side}`).textContent = `${side}: ${n} nodes` +
+    (g.collapsed.length ? `, ${g.collapsed.length} repeated blocks collapsed (click one to expand it)` : "") +
+    (g.constants_hidden ? ` (${g.constants_hidden} Constant nodes drawn as constant inputs)` : "");
+  $("collapse-label").hidden = !Object.values(onScreen).some((d) => d?.blocks.length);
+}
+
+function linkSides() {
+  link = views.before && views.after ? linkViews(views.before, views.after, inspect) : null;
+  showLegend(colours, search);
+  search.run();
+}
+
+const collapsedFor = () => ($("collapse-blocks").checked ? "all" : []);
+
+/** Lays `side` out again with `collapsed` blocks and redraws it. */
+async function relayout(side, collapsed) {
+  const my = gen;
+  const l = await call("layout", { side, collapsed });
+  if (my !== gen) return;
+  onScreen[side] = l.graph;
+  drawSide(side);
+  linkSides();
+}
+
+function expandBlock(side, key) {
+  relayout(side, onScreen[side].collapsed.filter((k) => k !== key)).catch((e) =>
+    status(`Expanding ${key} failed: ${e.message}`, true));
+}
+
+$("collapse-blocks").addEventListener("change", () => {
+  if (!current) return;
+  for (const side of Object.keys(onScreen)) {
+    if (onScreen[side]) relayout(side, collapsedFor()).catch((e) => status(`The ${side} layout failed: ${e.message}`, true));
+  }
+});
 
 function showFused(op) {
   const v = views.after;

@@ -54,10 +54,10 @@ const commands = {
   },
 
   // Stage 3, one side at a time: a layout failure on one side leaves the other.
-  async layout({ side }, progress) {
+  async layout({ side, collapsed }, progress) {
     if (!views) throw new Error("optimize first");
     const t0 = now();
-    const graph = layoutGraph(views[side], (step) => progress({ step }));
+    const graph = layoutGraph(views[side], (step) => progress({ step }), collapsed ?? []);
     return { graph, layout_ms: now() - t0 };
   },
 
