@@ -75,3 +75,26 @@ test("partial parity in the page's words: the ops without kernels, what was comp
   assert.equal(w.summary, "the reference backend has no kernel for Foo (com.x), IsNaN");
   assert.equal(w.detail, "Compared 1 output and 2 fused nodes that do not need them; not compared: 2 outputs (m, t) and 1 fused node.");
 });
+
+test("repeated blocks by node name: the layer's path, and only where two or more repeat", async () => {
+  const { blockKey, repeatedBlocks, collapseBlocks } = await import("../../www/src/blocks.js");
+  assert.equal(blockKey("/transformer/h.3/attn/MatMul"), "/transformer/h.3");
+  assert.equal(blockKey("/model/layers.10/mlp/act_fn/Mul_1"), "/model/layers.10");
+  assert.equal(blockKey("/encoder/layer.0/attention/self/MatMul"), "/encoder/layer.0");
+  assert.equal(blockKey("/m/transformer/h.1/ln_1/Add_1_output_0_LayerNormalization_SkipLayerNormalization"), "/m/transformer/h.1");
+  assert.equal(blockKey("Add_3"), null);
+  assert.equal(blockKey("/final/Identity"), null);
+  const op = (id, name, fused = null) => ({ id, kind: "op", name, fused });
+  const view = {
+    nodes: [{ id: "in:x", kind: "input", name: "x" }, op("n1", "/h.0/a"), op("n2", "/h.0/b"), op("n3", "/h.1/a", {}),
+      op("n4", "/ln_f/c"), op("n5", "/stem_1/d")],
+    edges: [["in:x", "n1"], ["n1", "n2"], ["n2", "n3"], ["in:x", "n2"], ["n3", "n4"], ["n4", "n5"]].map(([from, to]) => ({ from, to, value: "v" })),
+  };
+  const blocks = repeatedBlocks(view);
+  assert.deepEqual([...blocks], [["/h.0", ["n1", "n2"]], ["/h.1", ["n3"]]]); // "/stem_1" does not repeat
+  const c = collapseBlocks(view, blocks, ["/h.0", "/h.1"]);
+  assert.deepEqual(c.nodes.map((n) => [n.id, n.kind, n.members ?? null, n.holds_fused ?? null]),
+    [["in:x", "input", null, null], ["n4", "op", null, null], ["n5", "op", null, null],
+      ["block:/h.0", "block", 2, false], ["block:/h.1", "block", 1, true]]);
+  assert.deepEqual(c.edges.map((e) => `${e.from}>${e.to}`), ["in:x>block:/h.0", "block:/h.0>block:/h.1", "block:/h.1>n4", "n4>n5"]);
+});
