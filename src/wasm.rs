@@ -7,6 +7,7 @@
 //! const o = m.optimize({ dims: { seq: 8 } });     // rules, dims, fix_dims, parity, tolerance, seed
 //! o.report();  o.graphBefore();  o.graphAfter();  o.bytes();
 //! o.model().run(undefined, { dims: { seq: 8 } }); // random inputs; or { name: { dtype, shape, data } }
+//! const s = o.model().session({ dims: { seq: 8 } }); // planned once; s.run(inputs) as often as needed
 //! const b = new Bench(m, o.model(), { dims: { seq: 8 } });
 //! b.calibrate(undefined, () => performance.now()); // warm-up, then runs per sample (>= 1 ms)
 //! b.step(10, () => performance.now());            // [original ms, optimized ms] × 10, interleaved
@@ -19,13 +20,14 @@
 //! generated from the Rust types by `tsify` (`#[derive(Tsify)]` on wasm32), so the .d.ts says
 //! what the serde types say.
 //!
-//! Files: `model.rs` (Model, Optimized), `bench.rs` (Bench, GpuBench), `gpu.rs` (GpuModel),
-//! `convert.rs` (JS values ↔ options, tensors, results).
+//! Files: `model.rs` (Model, Optimized), `session.rs` (Session), `bench.rs` (Bench, GpuBench),
+//! `gpu.rs` (GpuModel), `convert.rs` (JS values ↔ options, tensors, results).
 
 mod bench;
 mod convert;
 mod gpu;
 mod model;
+mod session;
 
 use std::collections::HashMap;
 
@@ -39,6 +41,7 @@ use crate::pipeline::Backend;
 pub use bench::{Bench, GpuBench};
 pub use gpu::GpuModel;
 pub use model::{Optimized, WasmModel};
+pub use session::Session;
 
 /// The default rule names, in the order they run. `optimize` also accepts the opt-in rules of
 /// `passes::BACKEND_LOWERING_RULES` by name; they are not listed here, so passing this list

@@ -119,12 +119,29 @@ fn runs_given_inputs_and_benches_both_graphs() {
         .unwrap()
         .to_string();
     js_sys::Reflect::set(&inputs, &name.as_str().into(), &t).unwrap();
-    let out = json(&m.run(inputs.into(), JsValue::UNDEFINED).unwrap());
+    let out = json(&m.run(inputs.clone().into(), JsValue::UNDEFINED).unwrap());
     let y = out.as_object().unwrap().values().next().unwrap();
     assert_eq!(y["shape"], serde_json::json!([2, 2]));
     // Typed arrays stringify as index → value objects.
     assert_eq!(y["data"]["0"], 2.0);
     assert_eq!(y["data"]["3"], 5.0);
+    // A session plans once and runs as often as asked, with the same results as Model.run.
+    let s = m.session(js(r#"{"dims": {"N": 3}}"#)).unwrap();
+    for _ in 0..2 {
+        assert_eq!(json(&s.run(inputs.clone().into()).unwrap()), out);
+    }
+    let random = json(&s.run(JsValue::UNDEFINED).unwrap());
+    let y = random.as_object().unwrap().values().next().unwrap();
+    assert_eq!(y["shape"], serde_json::json!([3, 3]));
+    assert_eq!(
+        random,
+        json(
+            &m.run(JsValue::UNDEFINED, js(r#"{"dims": {"N": 3}}"#))
+                .unwrap()
+        )
+    );
+    let e = error_text(m.session(js(r#"{"backend": "webgpu"}"#)).err().unwrap());
+    assert!(e.contains("GpuModel.prepare"), "{e}");
 
     let o = m.optimize(js(r#"{"dims": {"N": 8}}"#)).unwrap();
     let mut b = Bench::new(&m, &o.model(), js(r#"{"dims": {"N": 8}}"#)).unwrap();
