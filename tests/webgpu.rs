@@ -134,6 +134,42 @@ fn rotary_embedding_is_one_dispatch(gpu: &Gpu) {
     }
 }
 
+/// float16 RotaryEmbedding (what `rotary` makes of a float16 decoder): x and caches float16,
+/// start offset and per-token ids. One dispatch computing in float32 (the backend holds float16
+/// as float32) and rounding once on the way back, as the reference does: the same values.
+fn rotary_embedding_float16_is_one_dispatch(gpu: &Gpu) {
+    let halve = |t: Tensor| match t {
+        Tensor::F32(a) => Tensor::F16(a.mapv(half::f16::from_f32)),
+        t => t,
+    };
+    let xs = [2usize, 3, 5, 8];
+    for ps in [vec![1usize], vec![2, 5]] {
+        let mut b = GraphBuilder::new("g", 17);
+        b.import("com.microsoft", 1);
+        let x = b.input("x", DType::F16, dims(&xs.map(|d| d as i64)));
+        let pos = b.input(
+            "pos",
+            DType::I64,
+            dims(&ps.iter().map(|&d| d as i64).collect::<Vec<_>>()),
+        );
+        let cos = b.initializer("cos", &halve(seeded_f32(&[12, 4], 31)));
+        let sin = b.initializer("sin", &halve(seeded_f32(&[12, 4], 32)));
+        let y = b.node(
+            "com.microsoft",
+            "RotaryEmbedding",
+            &[Some(x), Some(pos), Some(cos), Some(sin)],
+            1,
+            vec![],
+        );
+        b.output(y[0], "y");
+        let n: usize = ps.iter().product();
+        let ids = i64_tensor(&ps, (0..n as i64).map(|v| (v * 7 + 2) % 12).collect());
+        let x = halve(seeded_f32(&xs, 33));
+        let n = check_abs(gpu, &b.build(), &[("x", x), ("pos", ids)], 0.0);
+        assert_eq!(n, 1, "position_ids {ps:?}");
+    }
+}
+
 /// com.microsoft MatMulNBits (what `matmul_nbits` makes of a QDQ weight): 4-bit codes with packed
 /// zero points, a partial last block and a bias; 8-bit codes with the default zero point. Any
 /// bytes are valid codes, so B and the zero points are seeded bytes. One dispatch each.
@@ -1286,6 +1322,31 @@ fn float16_gpt2_matches_the_reference(gpu: &Gpu) {
     }
 }
 
+/// The float16 Llama (onnxruntime's float16 converter), unfused and fused (rotary in float16,
+/// the RMS norms, QuickGelu), runs on WebGPU computed in float32 and matches the reference
+/// backend (which rounds every op's result to float16) within the project's float16 bound.
+fn float16_llama_matches_the_reference(gpu: &Gpu) {
+    let (m, fused) = zoo_pair("llama_gqa_tiny_fp16");
+    let rotary = |m: &Model| {
+        let g = &m.graph;
+        g.node_ids()
+            .filter(|&id| g.node(id).op_type == "RotaryEmbedding")
+            .count()
+    };
+    assert_eq!(rotary(&fused), 4);
+    for (b, s) in [(2, 8), (1, 13)] {
+        let inputs = zoo_inputs(&m, b, s);
+        let (du, nu) = max_abs_diff(gpu, &m, &inputs);
+        let (df, nf) = max_abs_diff(gpu, &fused, &inputs);
+        println!(
+            "llama_gqa_tiny_fp16 {b}x{s}: max |diff| {du:e} unfused ({nu} dispatches), {df:e} fused ({nf})"
+        );
+        let bound = fuselab::runtime::parity::HALF_TOLERANCE;
+        assert!(du <= bound && df <= bound, "{du:e} / {df:e} over {bound:e}");
+        assert!(nf < nu);
+    }
+}
+
 /// A Cast to float16 rounds to nearest even as the reference does (ties, overflow to
 /// infinity, subnormals), float16 inputs go up widened and float16 outputs come back narrowed.
 fn float16_cast_rounds_like_the_reference(gpu: &Gpu) {
@@ -1526,6 +1587,10 @@ const CASES: &[Case] = &[
         float16_gpt2_matches_the_reference,
     ),
     (
+        "float16_llama_matches_the_reference",
+        float16_llama_matches_the_reference,
+    ),
+    (
         "float16_cast_rounds_like_the_reference",
         float16_cast_rounds_like_the_reference,
     ),
@@ -1591,6 +1656,10 @@ const CASES: &[Case] = &[
     (
         "rotary_embedding_is_one_dispatch",
         rotary_embedding_is_one_dispatch,
+    ),
+    (
+        "rotary_embedding_float16_is_one_dispatch",
+        rotary_embedding_float16_is_one_dispatch,
     ),
     ("matmul_nbits_is_one_dispatch", matmul_nbits_is_one_dispatch),
     ("quantized_llama_end_to_end", quantized_llama_end_to_end),
