@@ -268,35 +268,47 @@ fn multi_head_attention_is_one_dispatch(gpu: &Gpu) {
 /// MultiHeadAttention in its encoder form (3-D key and value, an int32 key_padding_mask with a
 /// fully masked row and a nonzero that is not 1): one dispatch.
 fn multi_head_attention_3d_with_key_padding_is_one_dispatch(gpu: &Gpu) {
-    let mut b = GraphBuilder::new("g", 17);
-    b.import("com.microsoft", 1);
-    let q = f32_in(&mut b, "q", &[2, 5, 12]);
-    let k = f32_in(&mut b, "k", &[2, 6, 12]);
-    let v = f32_in(&mut b, "v", &[2, 6, 12]);
-    let m = b.input("m", DType::I32, fuselab::builder::dims(&[2, 6]));
-    let y = b.node(
-        "com.microsoft",
-        "MultiHeadAttention",
-        &[Some(q), Some(k), Some(v), None, Some(m)],
-        1,
-        vec![
-            attr::int("num_heads", 3),
-            attr::float("scale", 0.4),
-            attr::float("mask_filter_value", f32::MIN),
-        ],
-    );
-    b.output(y[0], "y");
-    let mask = vec![0, 0, 0, 0, 0, 0, 1, 7, 0, 1, 1, 0];
-    let feeds = vec![
-        ("q", seeded_f32(&[2, 5, 12], 44)),
-        ("k", seeded_f32(&[2, 6, 12], 45)),
-        ("v", seeded_f32(&[2, 6, 12], 46)),
-        (
-            "m",
-            Tensor::I32(ArrayD::from_shape_vec(IxDyn(&[2, 6]), mask).unwrap()),
-        ),
-    ];
-    assert_eq!(check(gpu, &b.build(), &feeds, 2e-6), 1);
+    // Plain, then causal (`unidirectional`, what `multi_head_attention` writes for a proved
+    // causal mask): the first row of batch 0 sees only padded and later keys (fully masked).
+    for (causal, kpm) in [(false, true), (true, true), (true, false)] {
+        let mut b = GraphBuilder::new("g", 17);
+        b.import("com.microsoft", 1);
+        let q = f32_in(&mut b, "q", &[2, 5, 12]);
+        let k = f32_in(&mut b, "k", &[2, 6, 12]);
+        let v = f32_in(&mut b, "v", &[2, 6, 12]);
+        let m = kpm.then(|| b.input("m", DType::I32, fuselab::builder::dims(&[2, 6])));
+        let y = b.node(
+            "com.microsoft",
+            "MultiHeadAttention",
+            &[Some(q), Some(k), Some(v), None, m],
+            1,
+            vec![
+                attr::int("num_heads", 3),
+                attr::float("scale", 0.4),
+                attr::float("mask_filter_value", f32::MIN),
+                attr::int("unidirectional", causal as i64),
+            ],
+        );
+        b.output(y[0], "y");
+        let mask = if causal {
+            vec![0, 0, 1, 1, 1, 1, 1, 7, 0, 1, 1, 0]
+        } else {
+            vec![0, 0, 0, 0, 0, 0, 1, 7, 0, 1, 1, 0]
+        };
+        let mut feeds = vec![
+            ("q", seeded_f32(&[2, 5, 12], 44)),
+            ("k", seeded_f32(&[2, 6, 12], 45)),
+            ("v", seeded_f32(&[2, 6, 12], 46)),
+        ];
+        if kpm {
+            feeds.push((
+                "m",
+                Tensor::I32(ArrayD::from_shape_vec(IxDyn(&[2, 6]), mask).unwrap()),
+            ));
+        }
+        let what = format!("causal {causal}, key_padding_mask {kpm}");
+        assert_eq!(check(gpu, &b.build(), &feeds, 2e-6), 1, "{what}");
+    }
 }
 
 /// Runs `m` on both backends with `inputs` and asserts every output within `tol`, relative for
