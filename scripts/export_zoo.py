@@ -30,6 +30,10 @@ Files (tests/models/zoo/):
   gpt2_tiny_fp16.onnx        tests/models/gpt2_tiny_op17.onnx through
                              onnxruntime.transformers.float16.convert_float_to_float16
                              (keep_io_types=True: int64 ids in, float32 logits out, fp16 inside)
+  llama_gqa_tiny_fp16.onnx   llama_gqa_tiny.onnx through the same float16 conversion: every
+                             float Cast of the export now casts float16 to float16, so the
+                             rotary tables (Cos/Sin) and the RMSNorms compute in float16
+  qwen3_tiny_fp16.onnx       qwen3_tiny.onnx through the same float16 conversion
   qwen3_tiny.onnx            Qwen3ForCausalLM, transformers' default (sdpa) attention, GQA 4/2,
                              head_dim 16: the per-head q_norm / k_norm RMSNorm before the head
                              Transpose

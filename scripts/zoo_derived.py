@@ -153,6 +153,10 @@ DERIVED = {
                                 "4-bit weights: ~1/7 of each block's range"),
     "gpt2_tiny_fp16": (OUT / "gpt2_tiny_op17.onnx", derive_fp16, 0.01,
                        "fp16 inside: ~1e-3 relative per op"),
+    "llama_gqa_tiny_fp16": (ZOO / "llama_gqa_tiny.onnx", derive_fp16, 0.01,
+                            "fp16 inside: ~1e-3 relative per op"),
+    "qwen3_tiny_fp16": (ZOO / "qwen3_tiny.onnx", derive_fp16, 0.01,
+                        "fp16 inside: ~1e-3 relative per op"),
 }
 
 

@@ -465,9 +465,72 @@ fn float16_encoder_attention_takes_only_a_proved_padding_mask() {
     assert_parity_within(&m, &opt, 2e-2);
     // An unproved bias: in float16 a row with only masked keys rounds to one value.
     let m = encoder(EncMask::Bias, DType::F16);
-    assert_rejected(
-        &m,
-        ENCODER_RULES,
-        "float16 scores take only a proved padding mask",
+    assert_rejected(&m, ENCODER_RULES, "float16 scores take only a proved mask");
+}
+
+/// The float16 Llama (onnxruntime's converter): its causal + padding mask is proved, so each
+/// layer's attention is one MultiHeadAttention with `unidirectional = 1`, the padding as an
+/// int32 key_padding_mask and F = -65504 as the lowest float32. Parity with the original on the
+/// reference backend (which rounds every op to float16) holds at the float16 tolerance on left
+/// padding too, where the padded queries' rows are fully masked (uniform in both). onnxruntime-
+/// web's WebGPU MultiHeadAttention refuses unidirectional: `--target ort-webgpu` leaves it.
+#[test]
+fn float16_llama_attention_is_causal_multi_head_attention() {
+    use fuselab::passes::target::Target;
+    use fuselab::pipeline::{optimize, OptimizeOptions};
+    let path = common::repo().join("tests/models/zoo/llama_gqa_tiny_fp16.onnx");
+    let m = fuselab::io::load_file(&path, &fuselab::Limits::default()).unwrap();
+    let (opt, rep) = optimize(&m, &OptimizeOptions::default(), &|| 0.0).unwrap();
+    assert!(
+        rep.parity.as_ref().is_some_and(|p| p.ok),
+        "{:?}",
+        rep.parity
     );
+    assert_eq!(rep.fusions.get("MultiHeadAttention"), Some(&2));
+    let g = &opt.graph;
+    let mhas: Vec<_> = g
+        .node_ids()
+        .map(|id| g.node(id))
+        .filter(|n| n.op_type == "MultiHeadAttention")
+        .collect();
+    assert_eq!(mhas.len(), 2);
+    for n in &mhas {
+        assert_eq!(n.attr_int("unidirectional"), Some(1));
+        assert_eq!(n.attr_float("mask_filter_value"), Some(f32::MIN));
+        assert_eq!(n.inputs.len(), 5, "query, key, value, -, key_padding_mask");
+    }
+    let limits = fuselab::Limits::default();
+    let ids: Vec<i64> = (0..2 * 6).map(|i| (i * 37 + 5) % 1000).collect();
+    for mask in [
+        [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0],
+        [0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1],
+    ] {
+        let t = |v: Vec<i64>| Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[2, 6]), v).unwrap());
+        let inputs = std::collections::HashMap::from([
+            ("input_ids".to_string(), t(ids.clone())),
+            ("attention_mask".to_string(), t(mask.to_vec())),
+        ]);
+        let run = |m: &Model| {
+            fuselab::runtime::reference::Executor::new(m, &limits)
+                .unwrap()
+                .run(&inputs)
+                .unwrap()
+        };
+        let d = fuselab::runtime::parity::compare(&run(&m), &run(&opt), 0.0).max_abs_diff;
+        println!("mask {mask:?}: max |diff| {d:e}");
+        assert!(
+            d <= fuselab::runtime::parity::HALF_TOLERANCE,
+            "{mask:?}: {d}"
+        );
+    }
+    let web = OptimizeOptions {
+        target: Some(Target::OrtWebgpu),
+        ..Default::default()
+    };
+    let (_, rep) = optimize(&m, &web, &|| 0.0).unwrap();
+    assert_eq!(rep.fusions.get("MultiHeadAttention"), None);
+    assert!(rep
+        .rejected
+        .iter()
+        .any(|r| r.reason.contains("refuses unidirectional")));
 }

@@ -134,6 +134,42 @@ fn rotary_embedding_is_one_dispatch(gpu: &Gpu) {
     }
 }
 
+/// float16 RotaryEmbedding (what `rotary` makes of a float16 decoder): x and caches float16,
+/// start offset and per-token ids. One dispatch computing in float32 (the backend holds float16
+/// as float32) and rounding once on the way back, as the reference does: the same values.
+fn rotary_embedding_float16_is_one_dispatch(gpu: &Gpu) {
+    let halve = |t: Tensor| match t {
+        Tensor::F32(a) => Tensor::F16(a.mapv(half::f16::from_f32)),
+        t => t,
+    };
+    let xs = [2usize, 3, 5, 8];
+    for ps in [vec![1usize], vec![2, 5]] {
+        let mut b = GraphBuilder::new("g", 17);
+        b.import("com.microsoft", 1);
+        let x = b.input("x", DType::F16, dims(&xs.map(|d| d as i64)));
+        let pos = b.input(
+            "pos",
+            DType::I64,
+            dims(&ps.iter().map(|&d| d as i64).collect::<Vec<_>>()),
+        );
+        let cos = b.initializer("cos", &halve(seeded_f32(&[12, 4], 31)));
+        let sin = b.initializer("sin", &halve(seeded_f32(&[12, 4], 32)));
+        let y = b.node(
+            "com.microsoft",
+            "RotaryEmbedding",
+            &[Some(x), Some(pos), Some(cos), Some(sin)],
+            1,
+            vec![],
+        );
+        b.output(y[0], "y");
+        let n: usize = ps.iter().product();
+        let ids = i64_tensor(&ps, (0..n as i64).map(|v| (v * 7 + 2) % 12).collect());
+        let x = halve(seeded_f32(&xs, 33));
+        let n = check_abs(gpu, &b.build(), &[("x", x), ("pos", ids)], 0.0);
+        assert_eq!(n, 1, "position_ids {ps:?}");
+    }
+}
+
 /// com.microsoft MatMulNBits (what `matmul_nbits` makes of a QDQ weight): 4-bit codes with packed
 /// zero points, a partial last block and a bias; 8-bit codes with the default zero point. Any
 /// bytes are valid codes, so B and the zero points are seeded bytes. One dispatch each.
@@ -232,35 +268,47 @@ fn multi_head_attention_is_one_dispatch(gpu: &Gpu) {
 /// MultiHeadAttention in its encoder form (3-D key and value, an int32 key_padding_mask with a
 /// fully masked row and a nonzero that is not 1): one dispatch.
 fn multi_head_attention_3d_with_key_padding_is_one_dispatch(gpu: &Gpu) {
-    let mut b = GraphBuilder::new("g", 17);
-    b.import("com.microsoft", 1);
-    let q = f32_in(&mut b, "q", &[2, 5, 12]);
-    let k = f32_in(&mut b, "k", &[2, 6, 12]);
-    let v = f32_in(&mut b, "v", &[2, 6, 12]);
-    let m = b.input("m", DType::I32, fuselab::builder::dims(&[2, 6]));
-    let y = b.node(
-        "com.microsoft",
-        "MultiHeadAttention",
-        &[Some(q), Some(k), Some(v), None, Some(m)],
-        1,
-        vec![
-            attr::int("num_heads", 3),
-            attr::float("scale", 0.4),
-            attr::float("mask_filter_value", f32::MIN),
-        ],
-    );
-    b.output(y[0], "y");
-    let mask = vec![0, 0, 0, 0, 0, 0, 1, 7, 0, 1, 1, 0];
-    let feeds = vec![
-        ("q", seeded_f32(&[2, 5, 12], 44)),
-        ("k", seeded_f32(&[2, 6, 12], 45)),
-        ("v", seeded_f32(&[2, 6, 12], 46)),
-        (
-            "m",
-            Tensor::I32(ArrayD::from_shape_vec(IxDyn(&[2, 6]), mask).unwrap()),
-        ),
-    ];
-    assert_eq!(check(gpu, &b.build(), &feeds, 2e-6), 1);
+    // Plain, then causal (`unidirectional`, what `multi_head_attention` writes for a proved
+    // causal mask): the first row of batch 0 sees only padded and later keys (fully masked).
+    for (causal, kpm) in [(false, true), (true, true), (true, false)] {
+        let mut b = GraphBuilder::new("g", 17);
+        b.import("com.microsoft", 1);
+        let q = f32_in(&mut b, "q", &[2, 5, 12]);
+        let k = f32_in(&mut b, "k", &[2, 6, 12]);
+        let v = f32_in(&mut b, "v", &[2, 6, 12]);
+        let m = kpm.then(|| b.input("m", DType::I32, fuselab::builder::dims(&[2, 6])));
+        let y = b.node(
+            "com.microsoft",
+            "MultiHeadAttention",
+            &[Some(q), Some(k), Some(v), None, m],
+            1,
+            vec![
+                attr::int("num_heads", 3),
+                attr::float("scale", 0.4),
+                attr::float("mask_filter_value", f32::MIN),
+                attr::int("unidirectional", causal as i64),
+            ],
+        );
+        b.output(y[0], "y");
+        let mask = if causal {
+            vec![0, 0, 1, 1, 1, 1, 1, 7, 0, 1, 1, 0]
+        } else {
+            vec![0, 0, 0, 0, 0, 0, 1, 7, 0, 1, 1, 0]
+        };
+        let mut feeds = vec![
+            ("q", seeded_f32(&[2, 5, 12], 44)),
+            ("k", seeded_f32(&[2, 6, 12], 45)),
+            ("v", seeded_f32(&[2, 6, 12], 46)),
+        ];
+        if kpm {
+            feeds.push((
+                "m",
+                Tensor::I32(ArrayD::from_shape_vec(IxDyn(&[2, 6]), mask).unwrap()),
+            ));
+        }
+        let what = format!("causal {causal}, key_padding_mask {kpm}");
+        assert_eq!(check(gpu, &b.build(), &feeds, 2e-6), 1, "{what}");
+    }
 }
 
 /// Runs `m` on both backends with `inputs` and asserts every output within `tol`, relative for
@@ -1286,6 +1334,31 @@ fn float16_gpt2_matches_the_reference(gpu: &Gpu) {
     }
 }
 
+/// The float16 Llama (onnxruntime's float16 converter), unfused and fused (rotary in float16,
+/// the RMS norms, QuickGelu), runs on WebGPU computed in float32 and matches the reference
+/// backend (which rounds every op's result to float16) within the project's float16 bound.
+fn float16_llama_matches_the_reference(gpu: &Gpu) {
+    let (m, fused) = zoo_pair("llama_gqa_tiny_fp16");
+    let rotary = |m: &Model| {
+        let g = &m.graph;
+        g.node_ids()
+            .filter(|&id| g.node(id).op_type == "RotaryEmbedding")
+            .count()
+    };
+    assert_eq!(rotary(&fused), 4);
+    for (b, s) in [(2, 8), (1, 13)] {
+        let inputs = zoo_inputs(&m, b, s);
+        let (du, nu) = max_abs_diff(gpu, &m, &inputs);
+        let (df, nf) = max_abs_diff(gpu, &fused, &inputs);
+        println!(
+            "llama_gqa_tiny_fp16 {b}x{s}: max |diff| {du:e} unfused ({nu} dispatches), {df:e} fused ({nf})"
+        );
+        let bound = fuselab::runtime::parity::HALF_TOLERANCE;
+        assert!(du <= bound && df <= bound, "{du:e} / {df:e} over {bound:e}");
+        assert!(nf < nu);
+    }
+}
+
 /// A Cast to float16 rounds to nearest even as the reference does (ties, overflow to
 /// infinity, subnormals), float16 inputs go up widened and float16 outputs come back narrowed.
 fn float16_cast_rounds_like_the_reference(gpu: &Gpu) {
@@ -1526,6 +1599,10 @@ const CASES: &[Case] = &[
         float16_gpt2_matches_the_reference,
     ),
     (
+        "float16_llama_matches_the_reference",
+        float16_llama_matches_the_reference,
+    ),
+    (
         "float16_cast_rounds_like_the_reference",
         float16_cast_rounds_like_the_reference,
     ),
@@ -1591,6 +1668,10 @@ const CASES: &[Case] = &[
     (
         "rotary_embedding_is_one_dispatch",
         rotary_embedding_is_one_dispatch,
+    ),
+    (
+        "rotary_embedding_float16_is_one_dispatch",
+        rotary_embedding_float16_is_one_dispatch,
     ),
     ("matmul_nbits_is_one_dispatch", matmul_nbits_is_one_dispatch),
     ("quantized_llama_end_to_end", quantized_llama_end_to_end),

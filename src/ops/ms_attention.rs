@@ -32,8 +32,8 @@
 //! Element types: float32 (float16/bfloat16 arrive widened to float32), as onnxruntime's contract
 //! (T = float, float16); float64 is refused. On WebGPU,
 //! MultiHeadAttention in the forms `multi_head_attention` emits (3-D query; heads-first or 3-D key
-//! and value; an optional attention_bias or int32 [B, L] key_padding_mask) is one float32
-//! dispatch (`wgsl::mha_core`).
+//! and value; an optional attention_bias or int32 [B, L] key_padding_mask; `unidirectional`) is
+//! one float32 dispatch (`wgsl::mha_core`).
 
 use ndarray::{ArrayD, IxDyn};
 
@@ -237,7 +237,7 @@ impl Op for MultiHeadAttention {
     }
     /// One dispatch (`wgsl::mha_core`) for the forms `multi_head_attention` emits: query
     /// [B, S, N·D], key/value heads-first or 3-D, an optional key_padding_mask [B, L] or
-    /// attention_bias, float32, nothing else.
+    /// attention_bias, `unidirectional` 0 or 1 (no past), float32, nothing else.
     fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
         const OP: &str = "MultiHeadAttention";
         let n = self
@@ -245,7 +245,7 @@ impl Op for MultiHeadAttention {
             .filter(|&n| n > 0)
             .ok_or("num_heads is required")? as usize;
         let others = [3, 6, 7, 8, 9].iter().any(|&i| c.has_input(i));
-        if others || (1..4).any(|o| c.has_out(o)) || self.unidirectional != 0 {
+        if others || (1..4).any(|o| c.has_out(o)) || !matches!(self.unidirectional, 0 | 1) {
             return Err(format!(
                 "{OP} on webgpu takes query, key, value, key_padding_mask and attention_bias only"
             ));
@@ -305,6 +305,7 @@ impl Op for MultiHeadAttention {
             bias,
             kv_3d,
             key_padding,
+            causal: self.unidirectional == 1,
         })?)
     }
 }

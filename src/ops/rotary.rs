@@ -17,8 +17,10 @@
 //! `[1]` (a start: token `s` sits at `position_ids[0] + s`); its caches are `[max_pos, rot/2]`;
 //! `rot` is `rotary_embedding_dim` when given (then `num_heads` must be too, for 3-D input), else
 //! twice the caches' width. A position outside the caches is an error. onnxruntime's kernels
-//! take no `scale` and no packed batching; both are refused rather than guessed. On WebGPU the
-//! com.microsoft op is one float32 dispatch (`wgsl::rotary`).
+//! take no `scale` and no packed batching; both are refused rather than guessed. float16 runs
+//! through the executor's widening (computed in float32, each output rounded once to float16).
+//! On WebGPU the com.microsoft op is one dispatch in float32 (`wgsl::rotary`), which is how that
+//! backend holds float16 tensors (`wgsl::Ty::of`).
 
 use std::borrow::Cow;
 
@@ -123,11 +125,12 @@ impl Op for MsRotaryEmbedding {
     fn kernel(&self) -> Kernel {
         rotary_ms
     }
-    /// One dispatch (`wgsl::rotary`), float32, for the shapes the reference kernel accepts.
+    /// One dispatch (`wgsl::rotary`), float32 (float16 held as float32), for the shapes the
+    /// reference kernel accepts.
     fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
         const OP: &str = "RotaryEmbedding";
         if c.ty(0)? != Ty::F32 {
-            return Err(format!("{OP} is float32-only on webgpu"));
+            return Err(format!("{OP} on webgpu takes float32 and float16 only"));
         }
         let x = &c.input(0)?.shape;
         let (pos, cos) = (&c.input(1)?.shape, &c.input(2)?.shape);

@@ -31,10 +31,12 @@
 //! is `[d0, d1, N·D]` and the Reshapes go to `[d0, d1, N, D]` and back to `[d0, d1, N·D]` (the
 //! same dims); keys and values have N heads of D; the scale is a rank-0 constant (Mul, or Div by
 //! its inverse) or absent (1); Softmax normalizes the last axis (opset ≥ 13); float32 or float16
-//! throughout (onnxruntime's CPU kernel runs both); a proved mask with a causal part is refused
-//! (the causal rows would need `unidirectional`, whose filter is the lowest float); float16
-//! scores take only a proved padding mask, never an attention_bias (in float16 a row whose keys
-//! are all masked rounds to one value, which the op's float32 sum does not).
+//! throughout (onnxruntime's CPU kernel runs both); a proved mask with a causal part (`k <= q`)
+//! becomes `unidirectional = 1` (the op has no past here, so it hides exactly the keys after the
+//! query, with the lowest float32), and then F must be the lowest float of the scores' type
+//! (`op_filter`: a fully masked row is uniform in the op as in the pattern); float16 scores take
+//! only a proved mask, never an attention_bias (in float16 a row whose keys are all masked rounds
+//! to one value, which the op's float32 sum does not).
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
@@ -311,15 +313,13 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
                 if dt == DType::F32 {
                     format!("{why}; nor is it a [B or 1, 1 or {heads}, S, L] attention_bias")
                 } else {
-                    format!("{why} ({dt} scores take only a proved padding mask)")
+                    format!("{why} ({dt} scores take only a proved mask)")
                 }
             })?;
             if proved.causal {
-                return Err(
-                    "a proved causal mask: MultiHeadAttention's unidirectional sets the lowest \
-                     float, and in float16 a row with only masked keys rounds otherwise"
-                        .into(),
-                );
+                // Keys after the query get the lowest float32 (the op has no past), as
+                // `Attention` does; `op_filter` below asks the same of F.
+                mha.set_attr(attr::int("unidirectional", 1));
             }
             if let Some(a) = proved.padding {
                 let kpm = int32_mask(g, &mut patch, a, g.name(y))?;
@@ -332,7 +332,7 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
                     proved.filter
                 ));
             }
-            let filter = op_filter(dt, proved.filter, false)?;
+            let filter = op_filter(dt, proved.filter, proved.causal)?;
             mha.set_attr(attr::float("mask_filter_value", filter));
         }
     }

@@ -1,5 +1,5 @@
 //! Rotary position embedding in the rotate-half form (Llama, Qwen, Mistral, GPT-NeoX exports,
-//! legacy and dynamo) → com.microsoft.RotaryEmbedding, for q and k alike.
+//! legacy and dynamo; float32 and float16) → com.microsoft.RotaryEmbedding, for q and k alike.
 //!
 //! ```text
 //!   before                                                      after
@@ -8,7 +8,8 @@
 //!      ├─► Slice[0:h] ─────────────┐            Add ─► y              ▲ [0] (start offset)
 //!      └─► Slice[h:] ─► Neg ─► Concat(·, ·) ─► Mul(·, sin4) ┘          ▲ cos_cache, sin_cache
 //!
-//!   cos4 = Unsqueeze(C, 1),  C = [Mul(·, s)] Cos(Concat(F, F))     cos_cache = Reshape(C[..., :h], [-1, h])
+//!   cos4 = [Cast] Unsqueeze(C, 1)                                 cos_cache = [Cast to x's type]
+//!   C = [Cast] [Mul(·, s)] [Cast] Cos([Cast] Concat(F, F))                  Reshape(C[..., :h], [-1, h])
 //! ```
 //! x is one head-split projection `[batch, heads, seq, d]` (d even, h = d/2). The angle tables the
 //! model computes, `C = Cos(Concat(F, F))` (optionally scaled by a constant, as transformers'
@@ -18,20 +19,28 @@
 //! computed once per model and are shared by every layer (the helper Slice/Reshape nodes of each
 //! site are equal and `cse` merges them).
 //!
+//! Mixed precision: onnxruntime's op takes one type T for x and both caches. A float Cast may sit
+//! on the table anywhere in `[...]` above (a float16 export casts float32 tables to x's type);
+//! rounding is elementwise, so the halves stay equal. A cache whose table C is not x's type gets
+//! one Cast to it after the Reshape (the values x was multiplied by); one that is (a float16
+//! table, or the model's own Cast below the Unsqueeze) is used as it is.
+//!
 //! Guards: the Slices cut the last axis of x at exactly h with step 1 (the second to its end);
 //! every removed intermediate is single-use; the Concat joins `-x[h:]` then `x[:h]` on the last
-//! axis; both tables are `Unsqueeze(·, axes [1])` of rank-3 values whose first dim is 1, whose
-//! second is x's seq dim (the same known or symbolic dim: a table that broadcast along seq would
-//! not be a per-token cache), and whose last is d; each is a Cos / Sin (the sine one Sin) of
-//! `Concat(F, F)` on the last axis, optionally times a rank-0 constant; x is float32.
+//! axis; both tables are `Unsqueeze(·, axes [1])` (optionally then a float Cast) of rank-3 values
+//! whose first dim is 1, whose second is x's seq dim (the same known or symbolic dim: a table that
+//! broadcast along seq would not be a per-token cache), and whose last is d; each is a Cos / Sin
+//! (the sine one Sin) of `Concat(F, F)` on the last axis, optionally times a rank-0 constant,
+//! through float Casts only; x and C are float32 or float16 (onnxruntime's CPU kernels; its
+//! schema lists bfloat16 too, which no CPU kernel runs).
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
-use crate::ir::{Model, NodeId, ValueId};
+use crate::ir::{Graph, Model, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::passes::matchers::{
-    concat_axis, constant_value, fresh_node_name, other_input, produced_by, require_f32,
-    scalar_constant, slice_params, sole_consumer, sole_consumer_op,
+    cast, concat_axis, constant_value, fresh_node_name, other_input, produced_by,
+    require_f32_or_f16, scalar_constant, slice_params, sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 use crate::tensor::{DType, Tensor};
@@ -76,7 +85,9 @@ impl Rule for FuseRotary {
 
 fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {
     let g = &model.graph;
-    require_f32(g, x)?;
+    // onnxruntime's CPU kernel is registered for float and float16 only (its schema also lists
+    // bfloat16, which the session then refuses: no kernel).
+    let dtype = require_f32_or_f16(g, x)?;
     let ty = &g.value(x).ty;
     let shape = ty
         .shape
@@ -167,14 +178,17 @@ fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {
     let mut caches = Vec::new();
     for (c, what) in [(cos_c, "cos"), (sin_c, "sin")] {
         let base = format!("{}_{what}_cache", g.name(c));
+        // The table's own type (checked float by `table`); the op wants x's.
+        let c_dtype = g.value(c).ty.dtype;
         let half_ty = TensorType {
-            dtype: Some(DType::F32),
+            dtype: c_dtype,
             shape: Some(vec![Dim::Known(1), shape[2].clone(), Dim::Known(h)]),
         };
         let half = patch.new_value(&g.fresh_name(&format!("{base}_half")), half_ty);
+        let cache_shape = Some(vec![shape[2].clone(), Dim::Known(h)]);
         let cache_ty = TensorType {
-            dtype: Some(DType::F32),
-            shape: Some(vec![shape[2].clone(), Dim::Known(h)]),
+            dtype: c_dtype,
+            shape: cache_shape.clone(),
         };
         let cache = patch.new_value(&g.fresh_name(&base), cache_ty);
         let mut slice = NewNode::new("Slice", "");
@@ -186,6 +200,14 @@ fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {
         reshape.inputs = vec![Some(half), Some(rows)];
         reshape.outputs = vec![Some(cache)];
         patch.add.extend([slice, reshape]);
+        // A float32 table rounded to x's float16 (or the reverse) as the model's own Cast did:
+        // Cast commutes with the Slice and Reshape, so the values are the ones x was multiplied by.
+        let cache = if c_dtype == Some(dtype) {
+            cache
+        } else {
+            let name = format!("{base}_{}", dtype.name());
+            cast(g, &mut patch, cache, dtype, cache_shape, &name)
+        };
         caches.push(cache);
     }
     let mut fused = NewNode::new("RotaryEmbedding", MS_DOMAIN);
@@ -197,11 +219,12 @@ fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {
     Ok(patch)
 }
 
-/// The rank-3 `[1, seq, d]` table C of `t4 = Unsqueeze(C, [1])`, when C is `trig(Concat(F, F))`
-/// on the last axis, optionally times a rank-0 constant: its two halves are equal.
+/// The rank-3 `[1, seq, d]` table C of `t4 = Unsqueeze(C, [1])` (or of a float Cast of that
+/// Unsqueeze), when C is `trig(Concat(F, F))` on the last axis, optionally times a rank-0
+/// constant, with float Casts anywhere between C and the Concat: its two halves are equal.
 fn table(model: &Model, t4: ValueId, trig: &str, seq: &Dim, d: i64) -> Result<ValueId, String> {
     let g = &model.graph;
-    let (_, unsq) = produced_by(g, t4, "Unsqueeze")
+    let (_, unsq) = produced_by(g, through_casts(g, t4), "Unsqueeze")
         .ok_or_else(|| format!("the {trig} table '{}' is not an Unsqueeze", g.name(t4)))?;
     let opset = model.opset("").unwrap_or(1);
     if crate::ops::infer::axes_of(g, unsq, opset).as_deref() != Some(&[1]) {
@@ -217,18 +240,19 @@ fn table(model: &Model, t4: ValueId, trig: &str, seq: &Dim, d: i64) -> Result<Va
             g.value(c).ty
         ));
     }
-    let mut v = c;
+    require_f32_or_f16(g, c)?;
+    let mut v = through_casts(g, c);
     if let Some((_, m)) = produced_by(g, v, "Mul") {
         let k = [m.input(0), m.input(1)]
             .into_iter()
             .flatten()
             .find(|&k| scalar_constant(model, k).is_some())
             .ok_or_else(|| format!("the {trig} table is scaled by a non-constant"))?;
-        v = other_input(m, k).ok_or("Mul is not binary")?;
+        v = through_casts(g, other_input(m, k).ok_or("Mul is not binary")?);
     }
     let (_, f) = produced_by(g, v, trig)
         .ok_or_else(|| format!("the {trig} table is not computed by {trig}"))?;
-    let arg = f.input(0).ok_or("no input")?;
+    let arg = through_casts(g, f.input(0).ok_or("no input")?);
     let (_, cat) = produced_by(g, arg, "Concat")
         .ok_or_else(|| format!("the {trig} argument is not Concat(F, F)"))?;
     let axis = concat_axis(model, cat);
@@ -240,6 +264,20 @@ fn table(model: &Model, t4: ValueId, trig: &str, seq: &Dim, d: i64) -> Result<Va
         ));
     }
     Ok(c)
+}
+
+/// `v` with the float-to-float Casts that produce it stepped over: rounding is elementwise, so
+/// it keeps equal halves equal (mixed-precision exports cast the tables to x's type).
+fn through_casts(g: &Graph, mut v: ValueId) -> ValueId {
+    let float =
+        |d: Option<DType>| matches!(d, Some(DType::F16 | DType::BF16 | DType::F32 | DType::F64));
+    while let Some(src) = produced_by(g, v, "Cast").and_then(|(_, c)| c.input(0)) {
+        if !float(g.value(src).ty.dtype) || !float(g.value(v).ty.dtype) {
+            break;
+        }
+        v = src;
+    }
+    v
 }
 
 /// The constant called `name` when the graph has it with these contents (an earlier site made

@@ -13,7 +13,9 @@
 //!   RotaryEmbedding, SkipLayerNormalization, SimplifiedLayerNormalization and
 //!   SkipSimplifiedLayerNormalization. EmbedLayerNormalization, FusedGemm and
 //!   DynamicQuantizeMatMul have none, and an Attention with a mask_index runs on the CPU (checked
-//!   in onnxruntime-web 1.31.1's placement log: `tests/js/ort_web.test.mjs`).
+//!   in onnxruntime-web 1.31.1's placement log: `tests/js/ort_web.test.mjs`). Its WebGPU
+//!   MultiHeadAttention refuses `unidirectional` when the kernel is created (onnxruntime's
+//!   contrib_ops/webgpu/bert/multihead_attention.cc), so a causal one is refused here.
 //! - `fuselab`: fuselab's own backends; also the backend lowering (`ai.fuselab.FusedElementwise`),
 //!   which no other runtime runs.
 
@@ -73,12 +75,25 @@ impl Target {
                         "onnxruntime-web runs an Attention with mask_index or past on the CPU"
                             .into()
                     }
+                    "MultiHeadAttention" if ms && causal_mha(node) => {
+                        "onnxruntime-web's WebGPU MultiHeadAttention refuses unidirectional".into()
+                    }
                     _ => return None,
                 }
             }
         };
         Some(format!("target {}: {why}", self.name()))
     }
+}
+
+/// A com.microsoft MultiHeadAttention with `unidirectional = 1`, read through its typed attributes.
+fn causal_mha(node: &NewNode) -> bool {
+    let mut n = crate::ir::Node::new(&node.op_type, &node.domain);
+    n.set_attributes(node.attributes.clone());
+    crate::ops::resolve(&n, 1).is_ok_and(|op| {
+        op.get::<crate::ops::ms_attention::MultiHeadAttention>()
+            .is_some_and(|m| m.unidirectional == 1)
+    })
 }
 
 /// `rule` as seen by `target`: a proposal adding a node the target refuses becomes a rejection.

@@ -116,6 +116,8 @@ SUBJECTS = [
     _zoo("qwen3_tiny", "gpt2"),
     _zoo("gemma3_tiny", "gpt2"),
     _zoo("phi3_tiny", "gpt2"),
+    _zoo("llama_gqa_tiny_fp16", "gpt2"),
+    _zoo("qwen3_tiny_fp16", "gpt2"),
     _zoo("bert_tiny", "bert", REPO / "tests" / "models"),
     _zoo("bert_tiny_int8", "bert"),
     _zoo("distilbert_tiny", "bert"),

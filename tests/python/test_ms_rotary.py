@@ -5,7 +5,8 @@ imported at version 1, the default domain at opset 14), feeds it a seeded random
 caches of random angles and integer position ids, runs it in onnxruntime and in `fuselab run`,
 and requires the output to match in dtype, shape and values within test_fused_ops.MAX_ABS_DIFF.
 The cases cover 3-D and 4-D input, per-token position ids and a start offset, interleaved and
-half-split pairs, and a partial rotation (rotary_embedding_dim with num_heads).
+half-split pairs, and a partial rotation (rotary_embedding_dim with num_heads); three of them
+again in float16.
 
 Run from the repository root:
 
@@ -69,6 +70,48 @@ def test_ms_rotary_embedding_matches_onnxruntime(fuselab, tmp_path, case, interl
     want = ort_run(m, feeds)
     got = fuselab_run(fuselab, m, feeds, tmp_path)
     compare(got, want, f"RotaryEmbedding {name} interleaved={interleaved}")
+
+
+F16 = TensorProto.FLOAT16
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] in ("4d_start", "4d_ids", "3d_two_heads")],
+                         ids=lambda c: c[0])
+def test_ms_rotary_embedding_float16_matches_onnxruntime(fuselab, tmp_path, case):
+    """float16 input and caches (what `rotary` writes for a float16 decoder): fuselab computes in
+    float32 and rounds each output once; onnxruntime's CPU kernel rounds the two products and
+    their sum to float16 one by one. So they agree within float16 rounding of the terms, not the
+    float32 bound."""
+    name, x_shape, max_pos, width, pos_shape, attrs = case
+    rng = np.random.default_rng(len(name) * 11)
+    angles = rng.uniform(-np.pi, np.pi, (max_pos, width))
+    seq = seq_len(x_shape)
+    pos = (np.array([max_pos - seq], dtype=np.int64) if pos_shape == (1,)
+           else rng.integers(0, max_pos, pos_shape, dtype=np.int64))
+    feeds = {
+        "input": rng.standard_normal(x_shape).astype(np.float16),
+        "position_ids": pos,
+        "cos_cache": np.cos(angles).astype(np.float16),
+        "sin_cache": np.sin(angles).astype(np.float16),
+    }
+    inputs = [
+        ("input", F16, x_shape),
+        ("position_ids", I64, pos_shape),
+        ("cos_cache", F16, (max_pos, width)),
+        ("sin_cache", F16, (max_pos, width)),
+    ]
+    node = helper.make_node("RotaryEmbedding", [n for n, _, _ in inputs], ["output"], domain=MS, **attrs)
+    m = model(node, inputs, [("output", F16)], 14)
+    want = ort_run(m, feeds)["output"]
+    got = fuselab_run(fuselab, m, feeds, tmp_path)["output"]
+    assert got.dtype == np.float16 and got.shape == want.shape
+    w = want.astype(np.float64)
+    err = np.abs(got.astype(np.float64) - w)
+    print(f"RotaryEmbedding float16 {name}: max |fuselab - onnxruntime| = {err.max():.3g}")
+    # A per-op rounding of the products is up to half an ulp of |x|·|cos| each, which the sum
+    # may leave large next to a small result: bounded by the largest |x| of the row.
+    row = np.abs(feeds["input"].astype(np.float64)).max(axis=-1, keepdims=True)
+    assert np.all(err <= 2.0 ** -9 * row + 2.0 ** -10 * np.abs(w)), err.max()
 
 
 def test_ms_rotary_embedding_refuses_packed_batching(fuselab, tmp_path):

@@ -358,6 +358,8 @@ pub struct MhaCore {
     pub kv_3d: bool,
     /// An int32 key_padding_mask [B, L] (input 4): keys where it is 0 get this filter added.
     pub key_padding: Option<f32>,
+    /// `unidirectional` (no past): a key after the query gets the lowest float added instead.
+    pub causal: bool,
 }
 
 pub fn mha_core(p: &MhaCore) -> Result<Dispatch, String> {
@@ -392,11 +394,19 @@ pub fn mha_core(p: &MhaCore) -> Result<Dispatch, String> {
             "    x = x + in3[(({b} * {bn}u + {h}) * {s}u + q) * {l}u + j];"
         );
     }
-    if let Some(f) = p.key_padding {
+    // One additive mask value per score, the causal one winning (the reference kernel's rule).
+    let later = if p.causal { "j > q" } else { "false" };
+    let pad = match p.key_padding {
+        Some(f) => format!(
+            "else if ({kpm}[b * {l}u + j] == 0) {{ x = x + {}; }}",
+            lit(f)?
+        ),
+        None => String::new(),
+    };
+    if p.causal || p.key_padding.is_some() {
         let _ = writeln!(
             extra,
-            "    if ({kpm}[b * {l}u + j] == 0) {{ x = x + {}; }}",
-            lit(f)?
+            "    if ({later}) {{ x = x + -3.4028234663852886e38; }} {pad}"
         );
     }
     // Element t of key/value row j of head hd: heads-first, or 3-D with the heads side by side.
