@@ -19,6 +19,8 @@ use super::common::{check_out, input, opt_input, type_mismatch, unsupported_type
 use super::infer::broadcast_dims;
 use super::lowering::{prepend, run, NodeCtx, Ty};
 use super::sgemm::small_sgemm;
+#[path = "matmul_packed.rs"]
+mod packed;
 pub use super::sgemm::{PackedA, Strided};
 use super::wgsl::{self, lit, strides};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
@@ -301,6 +303,18 @@ pub trait MatElem: Num {
     fn pack_a(_a: Strided<Self>, _m: usize, _k: usize) -> Option<PackedA> {
         None
     }
+    /// `y += a · b` (operands as `small_product`'s) by MatMul's constant B packed once;
+    /// false when not done (see `matmul_packed::product`).
+    fn const_b_product(
+        _: &KernelCtx,
+        _: &[Self],
+        _: &[Self],
+        _: &mut [Self],
+        _: [usize; 3],
+        _: bool,
+    ) -> bool {
+        false
+    }
     /// `y[i·ldy + j] += Σ_p a(i, p) · b(p, j)` for `a` packed by [`MatElem::pack_a`].
     fn gemm_packed(_a: &PackedA, _n: usize, _b: Strided<Self>, _y: &mut [Self], _ldy: usize) {
         unreachable!("gemm_packed without pack_a")
@@ -360,6 +374,16 @@ mat_float!(f32, small_sgemm, super::sgemm::sgemm, {
     }
     fn gemm_packed(a: &PackedA, n: usize, b: Strided<f32>, y: &mut [f32], ldy: usize) {
         super::sgemm::sgemm_packed(a, n, b, y, ldy)
+    }
+    fn const_b_product(
+        c: &KernelCtx,
+        a: &[f32],
+        b: &[f32],
+        y: &mut [f32],
+        mkn: [usize; 3],
+        first: bool,
+    ) -> bool {
+        packed::product(c, a, b, y, mkn, first)
     }
 });
 
@@ -505,6 +529,7 @@ fn matmul_typed<T: MatElem>(
         };
         let stra = batch_strides(batch_a, batch.len());
         let strb = batch_strides(batch_b, batch.len());
+        let one_b = batch_b.iter().product::<usize>() == 1;
         for (bi, chunk) in out.chunks_mut(m * n).enumerate() {
             // Decompose the output batch index and map it into each operand's batch.
             let (mut rem, mut oa, mut ob) = (bi, 0, 0);
@@ -518,7 +543,9 @@ fn matmul_typed<T: MatElem>(
                 &da[oa * m * k..(oa + 1) * m * k],
                 &db[ob * k * n..(ob + 1) * k * n],
             );
-            if T::small_product(sa, sb, chunk, m, k, n) {
+            if T::small_product(sa, sb, chunk, m, k, n)
+                || (one_b && T::const_b_product(ctx, sa, sb, chunk, [m, k, n], bi == 0))
+            {
                 continue;
             }
             let (sa, sb) = (Strided::rows(sa, k), Strided::rows(sb, n));

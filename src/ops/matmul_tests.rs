@@ -237,3 +237,37 @@ fn gemm_attributes_of_the_wrong_type_are_parse_errors() {
     let e = run_at(gemm, &n, 13, &[Some(&a), Some(&a)]).unwrap_err();
     assert!(e.contains("'alpha'"), "{e}");
 }
+
+/// A constant float32 B under an executor's prepared slot: the first run leaves it unpacked,
+/// later runs use it packed once, and every run (batched, B broadcast) equals the one-off
+/// call bit for bit.
+#[test]
+fn constant_b_packed_from_the_second_run_matches() {
+    let vals = |n: usize, s: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 37 + s) % 101) as f32 / 50.0 - 1.0)
+            .collect()
+    };
+    let [m, k, n] = [150, 300, 45];
+    let a = f32s(&[2, m, k], &vals(2 * m * k, 1));
+    let b = f32s(&[k, n], &vals(k * n, 2));
+    let want = run1(matmul, "MatMul", &[&a, &b]).unwrap();
+    let (node, limits) = (Node::new("MatMul", ""), crate::limits::Limits::default());
+    let op = super::super::resolve(&node, 17).unwrap();
+    let cell = super::super::PreparedCell::new();
+    for run in 0..3 {
+        let ctx = KernelCtx {
+            node: &node,
+            op: &*op,
+            opset: 17,
+            limits: &limits,
+            prepared: Some(super::super::Prepared {
+                cell: &cell,
+                constant: 0b10,
+            }),
+        };
+        let got = matmul(&ctx, &[Some(&a), Some(&b)]).unwrap().remove(0);
+        assert!(got == want, "run {run} differs");
+        assert!(cell.get().is_some());
+    }
+}

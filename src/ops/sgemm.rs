@@ -188,6 +188,84 @@ pub fn sgemm_packed(a: &PackedA, n: usize, b: Strided<f32>, c: &mut [f32], ldc: 
     drive(a.isa, [a.m, a.k, n], ASide::Packed(a), b, c, ldc);
 }
 
+/// A `[k, n]` float32 matrix (a MatMul's constant weight) packed once in the order `drive` packs
+/// B on the fly: for each `NC`-column block, each `KC`-deep panel in strips of the kernel's `NR`
+/// columns (zeros past `n`). [`sgemm_packed_b`] then reads the same values in the same order as
+/// [`sgemm`] would, so the results are the same bit for bit, without a strided walk over B.
+pub struct PackedB {
+    isa: Isa,
+    k: usize,
+    n: usize,
+    data: Vec<f32>,
+}
+
+impl PackedB {
+    /// Packs `b` [k, n] for this CPU's kernel; None when it has none or packing would not be
+    /// used (see [`PackedB::new_with`]).
+    pub fn new(b: Strided<f32>, k: usize, n: usize) -> Option<PackedB> {
+        PackedB::new_with(best_isa()?, b, k, n)
+    }
+
+    /// [`PackedB::new`] for a chosen micro-kernel. None (nothing packed) where `sgemm` would not
+    /// run the blocked kernel over B's panels: an empty product, few columns (`narrow`), a B
+    /// stored transposed (`dots` may take it), or `b` not covering `[k, n]`.
+    pub fn new_with(isa: Isa, b: Strided<f32>, k: usize, n: usize) -> Option<PackedB> {
+        if !supports(isa) || k == 0 || n <= NARROW_COLS || b.rs == 1 || !b.covers(k, n) {
+            return None;
+        }
+        let nr = tile(isa).1;
+        let mut data = vec![0f32; k.checked_mul(n.checked_next_multiple_of(nr)?)?];
+        let mut at = 0;
+        for jc in (0..n).step_by(NC) {
+            let nc = (n - jc).min(NC);
+            for pc in (0..k).step_by(KC) {
+                let kc = (k - pc).min(KC);
+                let len = nc.div_ceil(nr) * nr * kc;
+                pack(b.t(), jc, nc, pc, kc, nr, 1.0, &mut data[at..at + len]);
+                at += len;
+            }
+        }
+        Some(PackedB { isa, k, n, data })
+    }
+
+    /// The shape `[k, n]` that was packed.
+    pub fn shape(&self) -> [usize; 2] {
+        [self.k, self.n]
+    }
+
+    /// The panel of rows `pc..` in the block of columns `jc..` (as `new` laid them out).
+    fn panel(&self, jc: usize, pc: usize) -> &[f32] {
+        let nr = tile(self.isa).1;
+        let ncp = (self.n - jc).min(NC).div_ceil(nr) * nr;
+        // Blocks before `jc` are `NC` wide (a multiple of `nr`) and `k` deep.
+        let at = jc * self.k + pc * ncp;
+        &self.data[at..at + (self.k - pc).min(KC) * ncp]
+    }
+}
+
+/// `c[i * ldc + j] += alpha · Σ_p a(i, p) · b(p, j)` for `a` `[m, b.k]` and `b` packed by
+/// [`PackedB::new`]: what [`sgemm_with`] computes with `b`'s kernel, bit for bit.
+///
+/// Panics if `a` does not cover `[m, k]` or `c` is too short (callers check the shapes).
+pub fn sgemm_packed_b(
+    m: usize,
+    alpha: f32,
+    a: Strided<f32>,
+    b: &PackedB,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    assert!(a.covers(m, b.k), "sgemm: A out of bounds");
+    drive_with(
+        b.isa,
+        [m, b.k, b.n],
+        ASide::Pack(a, alpha),
+        BSide::Packed(b),
+        c,
+        ldc,
+    );
+}
+
 /// The micro-kernel's tile: rows of A, columns of B.
 fn tile(isa: Isa) -> (usize, usize) {
     match isa {
@@ -203,25 +281,44 @@ enum ASide<'a> {
     Packed(&'a PackedA),
 }
 
+/// B as the driver gets it: a matrix to read in place or pack per panel, or packed already.
+#[derive(Clone, Copy)]
+enum BSide<'a> {
+    Strided(Strided<'a, f32>),
+    Packed(&'a PackedB),
+}
+
 /// The blocked loop nest around the micro-kernel.
-fn drive(isa: Isa, [m, k, n]: [usize; 3], a: ASide, b: Strided<f32>, c: &mut [f32], ldc: usize) {
+fn drive(isa: Isa, mkn: [usize; 3], a: ASide, b: Strided<f32>, c: &mut [f32], ldc: usize) {
+    drive_with(isa, mkn, a, BSide::Strided(b), c, ldc)
+}
+
+fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: &mut [f32], ldc: usize) {
     if m == 0 || n == 0 || k == 0 {
         return;
     }
-    assert!(b.covers(k, n), "sgemm: B out of bounds");
     assert!(
         ldc >= n && (m - 1) * ldc + n <= c.len(),
         "sgemm: C out of bounds"
     );
-    if n <= NARROW_COLS {
-        return thin::narrow(isa, [m, k, n], a, b, c, ldc);
-    }
+    let b = match bside {
+        BSide::Strided(b) => {
+            assert!(b.covers(k, n), "sgemm: B out of bounds");
+            if n <= NARROW_COLS {
+                return thin::narrow(isa, [m, k, n], a, b, c, ldc);
+            }
+            Ok(b)
+        }
+        // `PackedB::new_with` packs only B that takes none of the thin paths.
+        BSide::Packed(p) => Err(p),
+    };
     let (mr, nr) = tile(isa);
     SCRATCH.with(|s| {
         let mut s = s.borrow_mut();
         let Scratch { ap, bp } = &mut *s;
-        let np = n.min(NC).div_ceil(nr) * nr;
-        grow(bp, KC.min(k) * np);
+        if b.is_ok() {
+            grow(bp, KC.min(k) * n.min(NC).div_ceil(nr) * nr);
+        }
         if let ASide::Pack(..) = a {
             grow(ap, KC.min(k) * m.min(MC).div_ceil(mr) * mr);
         }
@@ -230,19 +327,29 @@ fn drive(isa: Isa, [m, k, n]: [usize; 3], a: ASide, b: Strided<f32>, c: &mut [f3
             for pc in (0..k).step_by(KC) {
                 let kc = (k - pc).min(KC);
                 // A row-major B is read in place, strip by strip (only a ragged last strip is
-                // copied, zero-padded); any other B is packed.
-                let direct = b.cs == 1;
-                if direct {
-                    let tail = nc / nr * nr;
-                    if tail < nc {
-                        pack(b.t(), jc + tail, nc - tail, pc, kc, nr, 1.0, bp);
+                // copied, zero-padded); any other B is packed, unless it was packed already.
+                let bsrc = match b {
+                    Ok(b) if b.cs == 1 => {
+                        let tail = nc / nr * nr;
+                        if tail < nc {
+                            pack(b.t(), jc + tail, nc - tail, pc, kc, nr, 1.0, bp);
+                        }
+                        BSource {
+                            direct: Some((b, pc)),
+                            packed: &bp[..],
+                        }
                     }
-                } else {
-                    pack(b.t(), jc, nc, pc, kc, nr, 1.0, bp);
-                }
-                let bsrc = BSource {
-                    direct: direct.then_some((b, pc)),
-                    packed: &bp[..],
+                    Ok(b) => {
+                        pack(b.t(), jc, nc, pc, kc, nr, 1.0, bp);
+                        BSource {
+                            direct: None,
+                            packed: &bp[..],
+                        }
+                    }
+                    Err(p) => BSource {
+                        direct: None,
+                        packed: p.panel(jc, pc),
+                    },
                 };
                 for ic in (0..m).step_by(MC) {
                     let mc = (m - ic).min(MC);

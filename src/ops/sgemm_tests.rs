@@ -132,6 +132,54 @@ fn prepacked_a_times_few_columns() {
     }
 }
 
+/// Packing B once gives what `sgemm_with` gives, bit for bit, with each kernel the CPU has:
+/// sizes off the tiles, several panels deep (k > KC) and wide (n > NC), row blocks past MC, A
+/// transposed, alpha and accumulation into C past a gap.
+#[test]
+fn prepacked_b_matches_packing_per_call() {
+    let isas = [Isa::Avx512, Isa::Avx2]
+        .into_iter()
+        .filter(|&i| supports(i));
+    for isa in isas {
+        for (t, [m, k, n]) in [
+            [MC + 7, 2 * KC + 5, NC + 45],
+            [5, KC + 1, 37],
+            [13, 3, NARROW_COLS + 1],
+            [1, 70, 33],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let seed = t as u32 * 5;
+            let (ad, bd) = (fill(m * k, seed + 41), fill(k * n, seed + 42));
+            let b = Strided::rows(&bd, n);
+            let packed = PackedB::new_with(isa, b, k, n).expect("a kernel");
+            assert_eq!(packed.shape(), [k, n]);
+            for a in [Strided::rows(&ad, k), Strided::rows(&ad, m).t()] {
+                let ldc = n + 3;
+                let mut want = fill(m * ldc, seed + 43);
+                let mut got = want.clone();
+                sgemm_with(isa, [m, k, n], 0.5, a, b, &mut want, ldc);
+                sgemm_packed_b(m, 0.5, a, &packed, &mut got, ldc);
+                assert!(got == want, "{isa:?} {m}x{k}x{n}: differs");
+            }
+        }
+    }
+}
+
+/// Where `sgemm` would not use B's panels, or the shape is bad, nothing is packed.
+#[test]
+fn prepacked_b_refuses_what_it_would_not_use() {
+    let Some(isa) = best_isa() else { return };
+    let d = fill(64, 1);
+    assert!(PackedB::new_with(isa, Strided::rows(&d, NARROW_COLS), 16, NARROW_COLS).is_none());
+    assert!(PackedB::new_with(isa, Strided::rows(&d, 8), 0, 8).is_none());
+    assert!(PackedB::new_with(isa, Strided::rows(&d, 8), 9, 8).is_none());
+    // Stored transposed (`dots` may take it for few rows of A).
+    assert!(PackedB::new_with(isa, Strided::rows(&d, 8).t(), 8, 8).is_none());
+    assert!(PackedB::new_with(isa, Strided::rows(&d, 8), usize::MAX, 8).is_none());
+}
+
 #[test]
 fn covers_checks_the_last_element() {
     let d = [0f32; 12];
