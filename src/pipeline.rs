@@ -184,7 +184,8 @@ pub fn optimize_with(
 
 /// Runs both models on the same seeded inputs and compares their outputs and fused nodes. Where
 /// the reference backend lacks an op, only what it can compute on both sides is compared
-/// (`ParityReport::partial`); with nothing left to compare, the original's planning error.
+/// (`ParityReport::partial`); with nothing left to compare, the planning error of the side that
+/// lacks it.
 fn check_parity(
     original: &Model,
     optimized: &Model,
@@ -195,83 +196,98 @@ fn check_parity(
     let lim = &opts.limits;
     let inputs = random_inputs(original, &opts.inputs, dims, opts.seed, lim)?;
     let (mut fused, in_a, in_b) = fused_outputs(original, optimized, rewrites);
-    let (ra, rb) = (Runnable::of(original, lim)?, Runnable::of(optimized, lim)?);
-    let (ga, gb) = (&original.graph, &optimized.graph);
-    let whole = ra.all() && rb.all();
-    let (mut outs_a, mut outs_b, mut partial) = (Vec::new(), Vec::new(), None);
+    let lacks_op = |e: &Error| matches!(e, Error::UnsupportedOp { .. });
+    // The whole models are planned first; the partial check is worked out only when one lacks
+    // an op.
     let (restricted_a, restricted_b);
-    let (model_a, model_b) = if whole {
-        (original, optimized)
-    } else {
-        let mut left = Partial {
-            missing_ops: ra.missing.clone(),
-            unchecked_outputs: Vec::new(),
-            unchecked_nodes: Vec::new(),
-        };
-        for m in &rb.missing {
-            if !left.missing_ops.contains(m) {
-                left.missing_ops.push(m.clone());
-            }
-        }
-        for (i, &a) in ga.outputs.iter().enumerate() {
-            match gb.outputs.get(i) {
-                Some(&b) if ra.computes(a) && rb.computes(b) => {
-                    outs_a.push(a);
-                    outs_b.push(b);
+    let (ex_a, ex_b, model_a, partial) =
+        match (Executor::new(original, lim), Executor::new(optimized, lim)) {
+            (Ok(a), Ok(b)) => (a, b, original, None),
+            (Err(e), _) if !lacks_op(&e) => return Err(no_parity(e)),
+            (_, Err(e)) if !lacks_op(&e) => return Err(optimized_failed(e)),
+            (a, b) => {
+                let (ra, rb) = (Runnable::of(original, lim)?, Runnable::of(optimized, lim)?);
+                let (left, outs_a, outs_b) =
+                    partial_targets(original, optimized, (&ra, &rb), &mut fused, (&in_a, &in_b));
+                if outs_a.is_empty() && fused.is_empty() {
+                    return Err(match (a, b) {
+                        (Err(e), _) => no_parity(e),
+                        (_, Err(e)) => optimized_failed(e),
+                        _ => Error::Other("parity check: nothing to compare".into()),
+                    });
                 }
-                _ => left.unchecked_outputs.push(ga.name(a).to_string()),
-            }
-        }
-        fused.retain(|(node, _, slots)| {
-            let ok = slots
-                .iter()
-                .all(|&i| ra.computes(in_a[i]) && rb.computes(in_b[i]));
-            if !ok {
-                left.unchecked_nodes.push(node.clone());
-            }
-            ok
-        });
-        if outs_a.is_empty() && fused.is_empty() {
-            // Nothing to compare: the original's own planning error names what it lacks.
-            Executor::new(original, lim).map_err(no_parity)?;
-            Executor::new(optimized, lim).map_err(optimized_failed)?;
-            return Err(Error::Other(
-                "parity check: no output or fused node is computable by the reference backend"
-                    .into(),
-            ));
-        }
-        let with = |outs: &[ValueId], extra: &[ValueId]| {
-            let mut all = outs.to_vec();
-            for (_, _, slots) in &fused {
-                for &i in slots {
-                    if !all.contains(&extra[i]) {
-                        all.push(extra[i]);
+                let with_fused = |outs: &[ValueId], kept: &[ValueId]| {
+                    let mut all = outs.to_vec();
+                    for &i in fused.iter().flat_map(|(_, _, slots)| slots) {
+                        if !all.contains(&kept[i]) {
+                            all.push(kept[i]);
+                        }
                     }
-                }
+                    all
+                };
+                restricted_a = restrict(original, &with_fused(&outs_a, &in_a));
+                restricted_b = restrict(optimized, &with_fused(&outs_b, &in_b));
+                let ex_a = Executor::new(&restricted_a, lim).map_err(no_parity)?;
+                let ex_b = Executor::new(&restricted_b, lim).map_err(optimized_failed)?;
+                (ex_a, ex_b, &restricted_a, Some((left, outs_a.len())))
             }
-            all
         };
-        restricted_a = restrict(original, &with(&outs_a, &in_a));
-        restricted_b = restrict(optimized, &with(&outs_b, &in_b));
-        partial = Some(left);
-        (&restricted_a, &restricted_b)
-    };
     let (mut keep_a, mut keep_b) = (Keep::new(&in_a), Keep::new(&in_b));
-    let (sizes, mut a) = Executor::new(model_a, lim)
-        .and_then(|ex| ValueBytes::of_run(&ex, model_a, &inputs, Some(&mut keep_a)))
-        .map_err(no_parity)?;
-    let mut b = Executor::new(model_b, lim)
-        .and_then(|ex| ex.run_observed(&inputs, &mut keep_b))
+    let (sizes, mut a) =
+        ValueBytes::of_run(&ex_a, model_a, &inputs, Some(&mut keep_a)).map_err(no_parity)?;
+    let mut b = ex_b
+        .run_observed(&inputs, &mut keep_b)
         .map_err(optimized_failed)?;
-    if !whole {
-        a.truncate(outs_a.len());
-        b.truncate(outs_b.len());
+    if let Some((_, compared)) = &partial {
+        // The restricted graphs' extra outputs are the fused nodes' values, kept above.
+        a.truncate(*compared);
+        b.truncate(*compared);
     }
     let tolerance = opts.tolerance.unwrap_or_else(|| model_tolerance(original));
     let mut p = compare(&a, &b, tolerance);
     p.nodes = node_diffs(&fused, &keep_a.got, &keep_b.got);
-    p.partial = partial;
+    p.partial = partial.map(|(left, _)| left);
     Ok((p, sizes))
+}
+
+/// What a partial check compares: the graph outputs both sides compute (by position), and, kept
+/// in `fused`, the fused nodes whose outputs both compute; the rest goes into the `Partial`.
+fn partial_targets(
+    original: &Model,
+    optimized: &Model,
+    (ra, rb): (&Runnable, &Runnable),
+    fused: &mut Vec<(String, String, Vec<usize>)>,
+    (in_a, in_b): (&[ValueId], &[ValueId]),
+) -> (Partial, Vec<ValueId>, Vec<ValueId>) {
+    let (ga, gb) = (&original.graph, &optimized.graph);
+    let mut left = Partial {
+        missing_ops: ra.missing.clone(),
+        unchecked_outputs: Vec::new(),
+        unchecked_nodes: Vec::new(),
+    };
+    for m in &rb.missing {
+        if !left.missing_ops.contains(m) {
+            left.missing_ops.push(m.clone());
+        }
+    }
+    let (mut outs_a, mut outs_b) = (Vec::new(), Vec::new());
+    for (i, &a) in ga.outputs.iter().enumerate() {
+        match gb.outputs.get(i) {
+            Some(&b) if ra.computes(a) && rb.computes(b) => {
+                outs_a.push(a);
+                outs_b.push(b);
+            }
+            _ => left.unchecked_outputs.push(ga.name(a).to_string()),
+        }
+    }
+    fused.retain(|(node, _, slots)| {
+        let ok = (slots.iter()).all(|&i| ra.computes(in_a[i]) && rb.computes(in_b[i]));
+        if !ok {
+            left.unchecked_nodes.push(node.clone());
+        }
+        ok
+    });
+    (left, outs_a, outs_b)
 }
 
 fn no_parity(e: Error) -> Error {

@@ -46,10 +46,6 @@ impl Runnable {
         })
     }
 
-    pub fn all(&self) -> bool {
-        self.missing.is_empty()
-    }
-
     pub fn computes(&self, v: ValueId) -> bool {
         self.computable.get(v.0 as usize).copied().unwrap_or(false)
     }
