@@ -441,8 +441,23 @@ fn optimize(
         rep.parity_ms,
         clock()
     );
+    // One line per (rule, reason): a 24-layer model's same rejection is one line, not 24.
+    let mut groups: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    let mut index = std::collections::HashMap::new();
     for r in &rep.rejected {
-        println!("  not fused: {} at '{}': {}", r.rule, r.candidate, r.reason);
+        let key = (r.rule.as_str(), r.reason.as_str());
+        let i = *index.entry(key).or_insert_with(|| {
+            groups.push((key.0, key.1, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].2.push(&r.candidate);
+    }
+    for (rule, why, at) in groups {
+        let more = match at.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        println!("  not fused: {rule} at '{}'{more}: {why}", at[0]);
     }
     match &rep.parity {
         None => println!("parity: skipped (--no-parity)"),

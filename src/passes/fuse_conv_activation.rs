@@ -23,9 +23,9 @@
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::Dim;
 use crate::ir::{attr, Graph, Model, Node, NodeId, ValueId};
-use crate::ops::activation::{Act, Clip, FloatFn};
+use crate::ops::activation::{Act, FloatFn};
 use crate::passes::matchers::{
-    fresh_node_name, other_input, produced_by, require_f32, scalar_constant, sole_consumer,
+    clip_bounds, fresh_node_name, other_input, produced_by, require_f32, sole_consumer,
 };
 use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
@@ -151,18 +151,8 @@ fn activation_params(model: &Model, act: &Node) -> Result<Vec<f32>, String> {
     match name {
         "Relu" | "Tanh" | "Sigmoid" => Ok(Vec::new()),
         "Clip" => {
-            let clip = crate::ops::attrs_of::<Clip>(model, act)
-                .ok_or_else(|| "Clip's attributes do not parse".to_string())?;
-            if let Some((lo, hi)) = clip.attr_bounds {
-                return Ok(vec![lo, hi]);
-            }
-            let bound = |i: usize, absent: f32| match act.input(i) {
-                None => Ok(absent),
-                Some(v) => scalar_constant(model, v).map(|b| b as f32).ok_or_else(|| {
-                    format!("Clip's bound '{}' is not a constant", model.graph.name(v))
-                }),
-            };
-            Ok(vec![bound(1, -f32::MAX)?, bound(2, f32::MAX)?])
+            let (lo, hi) = clip_bounds(model, act)?;
+            Ok(vec![lo, hi])
         }
         _ => match crate::ops::attrs_of::<FloatFn>(model, act).map(|f| f.0) {
             Some(Act::LeakyRelu { alpha }) => Ok(vec![alpha]),

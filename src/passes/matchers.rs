@@ -102,6 +102,26 @@ pub fn is_scalar(model: &Model, v: ValueId, want: f64) -> bool {
     scalar_constant(model, v).is_some_and(|x| (x - want).abs() <= rel * want.abs())
 }
 
+/// A Clip node's (min, max), read through the ops layer: its attributes before opset 11, its
+/// constant inputs from 11 (rank 0, or one element, as the op allows); an absent bound is
+/// ∓`f32::MAX`. Why not, when a bound is not constant.
+pub fn clip_bounds(model: &Model, clip: &Node) -> Result<(f32, f32), String> {
+    let c = crate::ops::attrs_of::<crate::ops::activation::Clip>(model, clip)
+        .ok_or_else(|| "Clip's attributes do not parse".to_string())?;
+    if let Some(bounds) = c.attr_bounds {
+        return Ok(bounds);
+    }
+    let bound = |i: usize, absent: f32| match clip.input(i) {
+        None => Ok(absent),
+        Some(v) => constant_value(model, v)
+            .filter(|t| t.len() == 1 && t.shape().len() <= 1)
+            .and_then(|t| t.to_f64_vec().first().copied())
+            .map(|b| b as f32)
+            .ok_or_else(|| format!("Clip's bound '{}' is not a constant", model.graph.name(v))),
+    };
+    Ok((bound(1, -f32::MAX)?, bound(2, f32::MAX)?))
+}
+
 /// The producer of `v` when it is `op_type` in the default domain.
 pub fn produced_by<'a>(g: &'a Graph, v: ValueId, op_type: &str) -> Option<(NodeId, &'a Node)> {
     let id = g.producer(v)?;

@@ -17,6 +17,7 @@ pub mod fuse_fast_gelu;
 pub mod fuse_gelu;
 pub mod fuse_gemm_activation;
 pub mod fuse_hard_swish;
+pub mod fuse_hard_swish_clip;
 pub mod fuse_layer_norm;
 pub mod fuse_matmul_nbits;
 pub mod fuse_mha;
@@ -68,6 +69,7 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &fuse_fast_gelu::FuseFastGelu,
     &fuse_quick_gelu::FuseQuickGelu,
     &fuse_hard_swish::FuseHardSwish,
+    &fuse_hard_swish_clip::FuseHardSwishClip,
     &fuse_rotary::FuseRotary,
     &fuse_attention::FuseAttention,
     &fuse_mha::FuseMultiHeadAttention,
