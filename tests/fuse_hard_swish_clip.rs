@@ -35,6 +35,8 @@ struct Spec {
     add: f32,
     lo: f32,
     hi: f32,
+    /// The dims of the 3 and the 6 (`[]`; paddle2onnx writes `[1]`).
+    dims: &'static [usize],
 }
 
 impl Spec {
@@ -46,14 +48,20 @@ impl Spec {
             add: 3.0,
             lo: 0.0,
             hi: 6.0,
+            dims: &[],
         }
     }
 }
 
 fn scalar(b: &mut GraphBuilder, name: &str, v: f32, dtype: DType) -> ValueId {
+    splat(b, name, v, dtype, &[])
+}
+
+/// A one-element constant of shape `dims`.
+fn splat(b: &mut GraphBuilder, name: &str, v: f32, dtype: DType, dims: &[usize]) -> ValueId {
     let t = match dtype {
-        DType::F16 => Tensor::F16(ArrayD::from_elem(IxDyn(&[]), f16::from_f32(v))),
-        _ => Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v)),
+        DType::F16 => Tensor::F16(ArrayD::from_elem(IxDyn(dims), f16::from_f32(v))),
+        _ => Tensor::F32(ArrayD::from_elem(IxDyn(dims), v)),
     };
     b.initializer(name, &t)
 }
@@ -62,7 +70,7 @@ fn scalar(b: &mut GraphBuilder, name: &str, v: f32, dtype: DType) -> ValueId {
 fn model(s: &Spec, extra_reader: bool) -> Model {
     let mut b = GraphBuilder::new("hswish_clip", s.opset);
     let x = b.input("x", s.dtype, vec![sym("batch"), sym("seq"), Dim::Known(8)]);
-    let three = scalar(&mut b, "three", s.add, s.dtype);
+    let three = splat(&mut b, "three", s.add, s.dtype, s.dims);
     let u = b.op("Add", &[three, x], vec![]);
     let r = if s.opset < 11 {
         let bounds = vec![attr::float("min", s.lo), attr::float("max", s.hi)];
@@ -74,7 +82,7 @@ fn model(s: &Spec, extra_reader: bool) -> Model {
     };
     let y = match s.form {
         Form::MulThenDiv => {
-            let six = scalar(&mut b, "six", 6.0, s.dtype);
+            let six = splat(&mut b, "six", 6.0, s.dtype, s.dims);
             let m = b.op("Mul", &[x, r], vec![]);
             b.op("Div", &[m, six], vec![])
         }
@@ -178,6 +186,23 @@ fn float16_fuses_at_opset_14_only() {
     // onnxruntime's CPU HardSigmoid is float32 only.
     s.opset = 13;
     assert_rejected(&model(&s, false), &["hard_swish_clip"], "f32 only");
+}
+
+#[test]
+fn one_element_constants_fuse_unless_they_broadcast() {
+    // paddle2onnx's [1]-shaped 3 and 6 against a rank-3 x change no shape.
+    let mut s = Spec::new(12, Form::MulThenDiv);
+    s.dims = &[1];
+    let m = model(&s, false);
+    let (opt, _) = fuse(&m, &["hard_swish_clip"]);
+    assert_eq!(ops(&opt), counts(&[("HardSigmoid", 1), ("Mul", 1)]));
+    assert_hard_swish(&m, &opt, DType::F32, 1e-6);
+    // A [1, 1, 1, 1] constant makes the rank-3 x rank 4: y's shape is not x's.
+    s.dims = &[1, 1, 1, 1];
+    let m = model(&s, false);
+    let (opt, trace) = fuse(&m, &["hard_swish_clip"]);
+    assert_eq!(ops(&opt), ops(&m));
+    assert!(trace.rewrites.is_empty());
 }
 
 #[test]

@@ -15,8 +15,9 @@
 //! Either operand order of the Add and of the Mul by x; `Mul(1/6)` in place of `Div(6)`.
 //!
 //! Guards: the Add's, Clip's and scaled product's outputs each have exactly one reader and are
-//! not graph outputs; the constants are rank-0 and 3, 0, 6, 6 (or 1/6) within `is_scalar`'s
-//! tolerance (a Clip bound may be one element, as Clip allows); the Mul multiplies by x itself;
+//! not graph outputs; the constants are 3, 0, 6, 6 (or 1/6) within `is_scalar`'s tolerance, each
+//! of one element and rank 0 or at most the rank of the value it meets (so no broadcast changes
+//! a shape; a Clip bound may be one element, as Clip allows); the Mul multiplies by x itself;
 //! x is float32, or float16 at opset ≥ 14 (onnxruntime's CPU HardSigmoid is float32 only; its
 //! HardSwish runs float16). The rule does not raise the model's opset: raising 11–13 to 14 would
 //! change Squeeze, Unsqueeze, Split and the reductions, whose axes became inputs in 13.
@@ -26,7 +27,7 @@
 use crate::ir::attr;
 use crate::ir::{Model, NodeId, ValueId};
 use crate::passes::matchers::{
-    clip_bounds, fresh_node_name, is_scalar, other_input, produced_by, require_f32,
+    clip_bounds, fresh_node_name, is_splat, other_input, produced_by, require_f32,
     require_f32_or_f16, sole_consumer,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
@@ -80,15 +81,23 @@ impl Rule for FuseHardSwishClip {
     }
 }
 
-/// `(Add node, x)` when `u` is `Add(x, 3)` or `Add(3, x)` with 3 a rank-0 constant.
+/// `(Add node, x)` when `u` is `Add(x, 3)` or `Add(3, x)` with 3 a constant that does not
+/// broadcast x to another shape.
 fn plus_three(model: &Model, u: ValueId) -> Option<(NodeId, ValueId)> {
     let (id, n) = produced_by(&model.graph, u, "Add")?;
     let (a, b) = (n.input(0)?, n.input(1)?);
-    match (is_scalar(model, a, 3.0), is_scalar(model, b, 3.0)) {
+    match (splat(model, a, 3.0, b), splat(model, b, 3.0, a)) {
         (false, true) => Some((id, a)),
         (true, false) => Some((id, b)),
         _ => None,
     }
+}
+
+/// True when `k` is a one-element constant near `want` that leaves `x`'s shape as it is:
+/// rank 0, or no higher rank than x's known rank (paddle2onnx writes its constants as [1]).
+fn splat(model: &Model, k: ValueId, want: f64, x: ValueId) -> bool {
+    let rank = model.graph.value(x).ty.rank().unwrap_or(0);
+    is_splat(model, k, want, rank)
 }
 
 /// The reader of `v` when it divides by 6 or multiplies by 1/6: (node, its output).
@@ -97,9 +106,9 @@ fn sixth_of(model: &Model, v: ValueId, what: &str) -> Result<(NodeId, ValueId), 
     let id = sole_consumer(g, v).map_err(|why| format!("{what} {why}"))?;
     let n = g.node(id);
     let ok = match (n.op_type.as_str(), n.input(0), n.input(1)) {
-        ("Div", Some(a), Some(k)) if n.is_onnx_domain() => a == v && is_scalar(model, k, 6.0),
+        ("Div", Some(a), Some(k)) if n.is_onnx_domain() => a == v && splat(model, k, 6.0, v),
         ("Mul", Some(_), Some(_)) if n.is_onnx_domain() => {
-            other_input(n, v).is_some_and(|k| is_scalar(model, k, 1.0 / 6.0))
+            other_input(n, v).is_some_and(|k| splat(model, k, 1.0 / 6.0, v))
         }
         _ => false,
     };

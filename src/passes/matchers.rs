@@ -93,13 +93,26 @@ pub fn scalar_constant(model: &Model, v: ValueId) -> Option<f64> {
 /// or bfloat16, `want` rounded to that type (half an ulp: 2^-11 or 2^-8 relative), so that
 /// √(2/π) is 0.7978515625 in a float16 model.
 pub fn is_scalar(model: &Model, v: ValueId, want: f64) -> bool {
+    is_splat(model, v, want, 0)
+}
+
+/// True when `v` is a one-element constant near `want` (as `is_scalar`) of rank at most `rank`:
+/// broadcast against a value of rank ≥ its own, such a constant changes no shape (paddle2onnx
+/// writes its scalars as shape [1]).
+pub fn is_splat(model: &Model, v: ValueId, want: f64, rank: usize) -> bool {
     use crate::tensor::DType;
-    let rel = match constant_value(model, v).map(|t| t.dtype()) {
-        Some(DType::F16) => 2f64.powi(-11),
-        Some(DType::BF16) => 2f64.powi(-8),
+    let Some(t) = constant_value(model, v) else {
+        return false;
+    };
+    let rel = match t.dtype() {
+        DType::F16 => 2f64.powi(-11),
+        DType::BF16 => 2f64.powi(-8),
         _ => CONST_REL_TOL,
     };
-    scalar_constant(model, v).is_some_and(|x| (x - want).abs() <= rel * want.abs())
+    if t.len() != 1 || t.shape().len() > rank {
+        return false;
+    }
+    matches!(t.to_f64_vec().as_slice(), [x] if (x - want).abs() <= rel * want.abs())
 }
 
 /// A Clip node's (min, max), read through the ops layer: its attributes before opset 11, its
