@@ -307,9 +307,7 @@ fn map_file(path: &Path, tensor: &str, loc: &str) -> Result<Bytes> {
     if f.metadata().map_err(|e| Error::io(ctx(), e))?.len() == 0 {
         return Ok(Bytes::new()); // mapping an empty file fails on some systems
     }
-    // SAFETY: the mapping is read-only and private to this process; its bytes are only read.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io(ctx(), e))?;
-    Ok(Bytes::from_owner(map))
+    super::mapped::map(&f).map_err(|e| Error::io(ctx(), e))
 }
 
 #[cfg(target_arch = "wasm32")]

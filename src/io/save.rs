@@ -201,6 +201,8 @@ pub fn save_file_within(
         w.write_all(&[0u8; EXTERNAL_ALIGN as usize][..pad as usize])
             .and_then(|_| w.write_all(&t.raw_data))
             .map_err(|e| io(&data_path, e))?;
+        // Written: a mapped source's pages need not stay in this process.
+        super::release_pages(&t.raw_data);
         offset += pad;
         let len = t.raw_data.len() as u64;
         let entry = |key: &str, value: String| StringStringEntryProto {

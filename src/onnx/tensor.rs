@@ -128,8 +128,16 @@ fn pack_nibbles(v: impl Iterator<Item = u8>) -> Vec<u8> {
 }
 
 /// Decodes a TensorProto into a Tensor. Errors name the tensor and say why (for
-/// example an element type the reference backend does not compute on).
+/// example an element type the reference backend does not compute on). Raw bytes in a mapped
+/// external data file have their pages given back once copied (`io::release_pages`): the
+/// decoded tensor is what stays in memory, not both.
 pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
+    let decoded = decode(t, limits);
+    crate::io::release_pages(&t.raw_data);
+    decoded
+}
+
+fn decode(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
     let n = validate(t, limits)? as usize;
     let shape = IxDyn(&shape_of(t));
     let raw = !t.raw_data.is_empty();
