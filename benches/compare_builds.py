@@ -4,7 +4,10 @@ two binaries' `fuselab bench --json` alternate (A B A B ...), so machine noise h
 Prints per case the median of each build's medians (original and optimized graph), the fused
 speedup each build measured, and new/old time ratios.
 
-    python3 benches/compare_builds.py OLD_BIN NEW_BIN [--rounds 3] [--runs 200]
+    python3 benches/compare_builds.py OLD_BIN NEW_BIN [--rounds 3] [--runs 200] [--real]
+
+`--real` times the real-size models instead (tests/models/real, written by setup.sh: GPT-2
+small and the 12-layer Llama at 1x8 and 1x16), and skips the optimize comparison.
 """
 import argparse
 import json
@@ -18,6 +21,12 @@ CASES = [
     ("tests/models/gpt2_tiny.onnx", ["--dim", "batch=1", "--dim", "seq=128"]),
     ("tests/models/bert_tiny.onnx", ["--dim", "batch=1", "--dim", "seq=8"]),
     ("tests/models/bert_tiny.onnx", ["--dim", "batch=1", "--dim", "seq=128"]),
+]
+
+
+REAL_CASES = [
+    (f"tests/models/real/{m}.onnx", ["--dim", "batch=1", "--dim", f"seq={s}"])
+    for m in ["gpt2_small", "llama12"] for s in [8, 16]
 ]
 
 
@@ -53,10 +62,11 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--real", action="store_true", help="the real-size models (see above)")
     a = ap.parse_args()
     print("| model | dims | old orig / fused ms | new orig / fused ms | old speedup | new speedup | new/old orig | new/old fused |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for model, dims in CASES:
+    for model, dims in REAL_CASES if a.real else CASES:
         res = {"old": [], "new": []}
         for _ in range(a.rounds):
             for k, b in (("old", a.old), ("new", a.new)):
@@ -66,7 +76,8 @@ def main():
         print(f"| {model.split('/')[-1]} | {' '.join(d for d in dims if d != '--dim')} | "
               f"{oo:.4f} / {of:.4f} | {no:.4f} / {nf:.4f} | {oo / of:.2f}x | {no / nf:.2f}x | "
               f"{no / oo:.2f} | {nf / of:.2f} |", flush=True)
-    main_optimize(a)
+    if not a.real:
+        main_optimize(a)
 
 
 def main_optimize(a):

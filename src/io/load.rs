@@ -307,7 +307,7 @@ fn map_file(path: &Path, tensor: &str, loc: &str) -> Result<Bytes> {
     if f.metadata().map_err(|e| Error::io(ctx(), e))?.len() == 0 {
         return Ok(Bytes::new()); // mapping an empty file fails on some systems
     }
-    super::mapped::map(&f).map_err(|e| Error::io(ctx(), e))
+    crate::onnx::mapped::map(&f).map_err(|e| Error::io(ctx(), e))
 }
 
 #[cfg(target_arch = "wasm32")]

@@ -202,7 +202,7 @@ pub fn save_file_within(
             .and_then(|_| w.write_all(&t.raw_data))
             .map_err(|e| io(&data_path, e))?;
         // Written: a mapped source's pages need not stay in this process.
-        super::release_pages(&t.raw_data);
+        crate::onnx::release_pages(&t.raw_data);
         offset += pad;
         let len = t.raw_data.len() as u64;
         let entry = |key: &str, value: String| StringStringEntryProto {

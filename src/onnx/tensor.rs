@@ -129,11 +129,11 @@ fn pack_nibbles(v: impl Iterator<Item = u8>) -> Vec<u8> {
 
 /// Decodes a TensorProto into a Tensor. Errors name the tensor and say why (for
 /// example an element type the reference backend does not compute on). Raw bytes in a mapped
-/// external data file have their pages given back once copied (`io::release_pages`): the
+/// external data file have their pages given back once copied (`release_pages`): the
 /// decoded tensor is what stays in memory, not both.
 pub fn to_tensor(t: &TensorProto, limits: &Limits) -> Result<Tensor> {
     let decoded = decode(t, limits);
-    crate::io::release_pages(&t.raw_data);
+    super::release_pages(&t.raw_data);
     decoded
 }
 

@@ -21,6 +21,11 @@ use std::cell::RefCell;
 #[path = "sgemm_thin.rs"]
 mod thin;
 use thin::{dots, DOT_ROWS, NARROW_COLS};
+#[path = "sgemm_small.rs"]
+mod small;
+#[cfg(test)]
+pub(super) use small::sgemm_rows;
+pub use small::small_sgemm;
 
 /// A float32 matrix in a slice: element `(i, j)` at `data[i * rs + j * cs]`.
 #[derive(Clone, Copy, Debug)]
@@ -529,6 +534,12 @@ fn micro(isa: Isa, kc: usize, a: &[f32], (b, ldb): (&[f32], usize), c: &mut [f32
 mod x86 {
     use std::arch::x86_64::*;
 
+    /// Rows of B ahead that the micro-kernels ask the cache for: at few rows of A each strip of
+    /// B is read once, straight from memory, and the hardware prefetcher alone leaves the
+    /// kernel waiting. GPT-2 small at 1x8 (fused graph, `benches/compare_builds.py --real`):
+    /// 79 ms without, 58 ms at 8 rows ahead, 49-51 ms at 16.
+    const PREFETCH_ROWS: usize = 16;
+
     /// 12 x 32 tile: 24 zmm accumulators, two loads of B and 12 broadcasts of A per step.
     ///
     /// # Safety
@@ -547,6 +558,8 @@ mod x86 {
         for p in 0..kc {
             let b0 = _mm512_loadu_ps(b.add(p * ldb));
             let b1 = _mm512_loadu_ps(b.add(p * ldb + 16));
+            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((p + PREFETCH_ROWS) * ldb) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((p + PREFETCH_ROWS) * ldb + 16) as *const i8);
             let ap = a.add(p * 12);
             for (r, acc_r) in acc.iter_mut().enumerate() {
                 let av = _mm512_set1_ps(*ap.add(r));
@@ -580,6 +593,8 @@ mod x86 {
         for p in 0..kc {
             let b0 = _mm256_loadu_ps(b.add(p * ldb));
             let b1 = _mm256_loadu_ps(b.add(p * ldb + 8));
+            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((p + PREFETCH_ROWS) * ldb) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((p + PREFETCH_ROWS) * ldb + 8) as *const i8);
             let ap = a.add(p * 6);
             for (r, acc_r) in acc.iter_mut().enumerate() {
                 let av = _mm256_set1_ps(*ap.add(r));
@@ -593,99 +608,6 @@ mod x86 {
             let cr = cr.add(8);
             _mm256_storeu_ps(cr, _mm256_add_ps(_mm256_loadu_ps(cr), acc_r[1]));
         }
-    }
-}
-
-/// Largest `m` the small-product kernel takes; above it matrixmultiply's packing pays off.
-#[cfg(any(target_arch = "x86_64", test))]
-const SMALL_M: usize = 64;
-
-/// `y = a · b` in float32 for few rows (transformer weights at small batch x seq), on x86-64
-/// with AVX2 and FMA: matrixmultiply packs both operands on every call, which at 8 rows costs
-/// more than the product. Elsewhere (and for larger `m`) it returns false.
-pub fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if m <= SMALL_M
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports the features `sgemm_avx2` is compiled for (checked just
-            // above); the function itself is safe code.
-            unsafe { sgemm_avx2(a, b, y, m, k, n) };
-            return true;
-        }
-    }
-    let _ = (a, b, y, m, k, n);
-    false
-}
-
-/// `sgemm_rows` compiled for AVX2 + FMA, so its fixed-width tiles become 256-bit FMAs.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sgemm_avx2(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
-    sgemm_rows(a, b, y, m, k, n);
-}
-
-/// Row blocks of 4 (then single rows), each swept by `sgemm_cols`.
-#[cfg(any(target_arch = "x86_64", test))]
-#[inline(always)]
-pub(super) fn sgemm_rows(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
-    let mut i = 0;
-    while i + 4 <= m {
-        sgemm_cols::<4>(a, b, y, i, k, n);
-        i += 4;
-    }
-    while i < m {
-        sgemm_cols::<1>(a, b, y, i, k, n);
-        i += 1;
-    }
-}
-
-/// Column tiles of 16, then 8, then single columns, for rows `i..i + R`.
-#[cfg(any(target_arch = "x86_64", test))]
-#[inline(always)]
-fn sgemm_cols<const R: usize>(a: &[f32], b: &[f32], y: &mut [f32], i: usize, k: usize, n: usize) {
-    let mut j = 0;
-    while j + 16 <= n {
-        sgemm_tile::<R, 16>(a, b, y, i, j, k, n);
-        j += 16;
-    }
-    while j + 8 <= n {
-        sgemm_tile::<R, 8>(a, b, y, i, j, k, n);
-        j += 8;
-    }
-    while j < n {
-        sgemm_tile::<R, 1>(a, b, y, i, j, k, n);
-        j += 1;
-    }
-}
-
-/// One R x W tile of `y`: R x W accumulators (registers), updated once per `k` from a
-/// contiguous run of W values of a row of `b` and one value of each of the R rows of `a`.
-#[cfg(any(target_arch = "x86_64", test))]
-#[inline(always)]
-fn sgemm_tile<const R: usize, const W: usize>(
-    a: &[f32],
-    b: &[f32],
-    y: &mut [f32],
-    i: usize,
-    j: usize,
-    k: usize,
-    n: usize,
-) {
-    let mut acc = [[0f32; W]; R];
-    for kk in 0..k {
-        let brow: &[f32; W] = b[kk * n + j..][..W].try_into().expect("W values");
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            let av = a[(i + r) * k + kk];
-            for (s, &bv) in acc_r.iter_mut().zip(brow) {
-                *s = av.mul_add(bv, *s);
-            }
-        }
-    }
-    for (r, acc_r) in acc.iter().enumerate() {
-        y[(i + r) * n + j..][..W].copy_from_slice(acc_r);
     }
 }
 

@@ -189,3 +189,68 @@ fn covers_checks_the_last_element() {
     assert!(!Strided::rows(&d, 4).covers(usize::MAX, 2));
     assert!(Strided::rows(&d, 4).covers(0, 99));
 }
+
+/// Throughput of the small-product kernel against the packed one (best ISA, and AVX2) at
+/// transformer shapes: what `SMALL_M` is chosen from. Timing, not a test of behaviour:
+/// `cargo test --release --lib sgemm_timing -- --ignored --nocapture`.
+#[cfg(target_arch = "x86_64")]
+#[test]
+#[ignore]
+fn sgemm_timing() {
+    let shapes = [
+        (1, 768, 2304),
+        (4, 768, 768),
+        (5, 768, 768),
+        (6, 768, 3072),
+        (8, 768, 768),
+        (16, 64, 128),
+        (16, 768, 2304),
+        (16, 3072, 768),
+        (16, 768, 50257),
+        (64, 768, 768),
+    ];
+    if !supports(Isa::Avx2) {
+        return;
+    }
+    for (m, k, n) in shapes {
+        let a = fill(m * k, 1);
+        let b = fill(k * n, 2);
+        let mut y = vec![0f32; m * n];
+        let reps = (2e9 / (2.0 * (m * k * n) as f64)).clamp(3.0, 2000.0) as usize;
+        let flops = 2.0 * (m * k * n) as f64 * reps as f64;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            // SAFETY: AVX2 and FMA checked above (`supports`).
+            unsafe { super::small::sgemm_avx2(&a, &b, &mut y, m, k, n) };
+        }
+        let small = flops / t.elapsed().as_secs_f64() / 1e9;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            y.fill(0.0);
+            sgemm(
+                [m, k, n],
+                1.0,
+                Strided::rows(&a, k),
+                Strided::rows(&b, n),
+                &mut y,
+                n,
+            );
+        }
+        let big = flops / t.elapsed().as_secs_f64() / 1e9;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            y.fill(0.0);
+            sgemm_with(
+                Isa::Avx2,
+                [m, k, n],
+                1.0,
+                Strided::rows(&a, k),
+                Strided::rows(&b, n),
+                &mut y,
+                n,
+            );
+        }
+        let avx2 = flops / t.elapsed().as_secs_f64() / 1e9;
+        println!("{m}x{k}x{n}: small {small:.1} GFLOP/s, packed {big:.1}, packed avx2 {avx2:.1} ({reps} reps)");
+    }
+}
