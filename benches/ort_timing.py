@@ -8,11 +8,12 @@ from typing import Callable
 import onnxruntime as ort
 
 
-def session(path: str, level: ort.GraphOptimizationLevel | None = None) -> ort.InferenceSession:
-    """A CPUExecutionProvider session with one intra-op and one inter-op thread; `level` None
-    keeps onnxruntime's default graph optimization level."""
+def session(path: str, level: ort.GraphOptimizationLevel | None = None,
+            threads: int = 1) -> ort.InferenceSession:
+    """A CPUExecutionProvider session with `threads` intra-op threads and one inter-op thread;
+    `level` None keeps onnxruntime's default graph optimization level."""
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     if level is not None:
         so.graph_optimization_level = level

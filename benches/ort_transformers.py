@@ -4,13 +4,16 @@
 Run from the repository root after `cargo build --release --bin fuselab`:
 
     .venv/bin/python benches/ort_transformers.py [--runs 200] [--warmup 20] [--sizes 1x8,2x8,1x128]
+        [--models gpt2_tiny,...,real/gpt2_small] [--threads N]
 
 For each tests/models/*_tiny*.onnx and each BATCHxSEQ size, in one run of this script:
-- onnxruntime: one session (CPUExecutionProvider, intra_op_num_threads=1, inter_op_num_threads=1,
+- onnxruntime: one session (CPUExecutionProvider, intra_op_num_threads=N (`--threads`, default
+  1), inter_op_num_threads=1,
   graph_optimization_level=ORT_ENABLE_ALL, so it runs its own optimized graph) on seeded inputs
   of that size: `--warmup` untimed runs, then `--runs` timed ones;
 - fuselab: `fuselab bench MODEL --dim batch=B --dim seq=S --json` (reference backend, single
-  thread, original and optimized graphs interleaved on seeded inputs of the same shapes).
+  thread, or `--threads N`; original and optimized graphs interleaved on seeded inputs of the
+  same shapes).
 Prints one JSON line per case and a table with fuselab optimized / onnxruntime (below 1.0 means
 fuselab is faster) and fuselab's fused-vs-unfused speedup. Shapes and value ranges match; the
 random values differ (latency does not depend on them for these models).
@@ -35,8 +38,9 @@ MODELS = ["gpt2_tiny", "gpt2_tiny_op17", "bert_tiny", "bert_tiny_op17"]
 HIGH = {"input_ids": 1000, "token_type_ids": 2, "attention_mask": 2}
 
 
-def ort_bench(path: str, batch: int, seq: int, runs: int, warmup: int, seed: int) -> dict:
-    sess = session(path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+def ort_bench(path: str, batch: int, seq: int, runs: int, warmup: int, seed: int,
+              threads: int) -> dict:
+    sess = session(path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL, threads)
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in onnx.load(path).graph.input:
@@ -46,9 +50,12 @@ def ort_bench(path: str, batch: int, seq: int, runs: int, warmup: int, seed: int
     return time_ms(lambda: sess.run(None, feeds), runs, warmup)
 
 
-def fuselab_bench(binary: str, path: str, batch: int, seq: int, runs: int, warmup: int) -> dict:
+def fuselab_bench(binary: str, path: str, batch: int, seq: int, runs: int, warmup: int,
+                  threads: int) -> dict:
     argv = [binary, "bench", path, "--dim", f"batch={batch}", "--dim", f"seq={seq}",
             "--runs", str(runs), "--warmup", str(warmup), "--json"]
+    if threads > 1:
+        argv += ["--threads", str(threads)]
     out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO)
     return json.loads(out.stdout)
 
@@ -62,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bin", default=os.environ.get("FUSELAB_BIN",
                                                      os.path.join(REPO, "target/release/fuselab")))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for both (onnxruntime's intra-op threads, fuselab --threads)")
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be at least 1")
@@ -70,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     for m in args.models.split(","):
         path = os.path.join(REPO, "tests", "models", f"{m}.onnx")
         for batch, seq in sizes:
-            o = ort_bench(path, batch, seq, args.runs, args.warmup, args.seed)
-            f = fuselab_bench(args.bin, path, batch, seq, args.runs, args.warmup)
+            o = ort_bench(path, batch, seq, args.runs, args.warmup, args.seed, args.threads)
+            f = fuselab_bench(args.bin, path, batch, seq, args.runs, args.warmup, args.threads)
             row = {
-                "model": m, "batch": batch, "seq": seq, "runs": args.runs,
+                "model": m, "batch": batch, "seq": seq, "runs": args.runs, "threads": args.threads,
                 "ort_median_ms": o["median_ms"],
                 "fuselab_optimized_median_ms": f["optimized"]["median_ms"],
                 "fuselab_original_median_ms": f["original"]["median_ms"],
@@ -85,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(json.dumps(row, sort_keys=True), flush=True)
     print()
-    print(f"onnxruntime {ort.__version__} CPU (ORT_ENABLE_ALL, 1 thread) vs fuselab reference "
+    print(f"onnxruntime {ort.__version__} CPU (ORT_ENABLE_ALL, {args.threads} thread(s)) vs fuselab reference "
           f"backend, {platform.machine()}, {args.runs} runs after {args.warmup} warmup")
     print(f"{'model':<16} {'BxS':>6} {'ORT ms':>8} {'fuselab ms':>10} {'fuselab/ORT':>11} "
           f"{'fused speedup':>13}")

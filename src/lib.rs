@@ -15,6 +15,7 @@ pub mod profile;
 pub mod report;
 pub mod runtime;
 pub mod tensor;
+pub mod threads;
 pub mod view;
 
 pub use error::{Error, Result};

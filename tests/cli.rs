@@ -515,3 +515,59 @@ fn ops_lists_the_registry_and_prints_its_docs_table() {
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ops.md")).unwrap();
     assert_eq!(table, committed, "docs/ops.md is `fuselab ops --markdown`");
 }
+
+#[test]
+fn threads_give_the_same_outputs_and_refuse_what_they_cannot_do() {
+    // GPT-2 tiny at 128 tokens: its projections are large enough to split between threads.
+    let d = tmp("threads");
+    let model = common::repo().join("tests/models/gpt2_tiny.onnx");
+    let mut outs = Vec::new();
+    for threads in ["1", "2"] {
+        let out = d.join(threads);
+        ok(&[
+            "run",
+            s(&model),
+            "--dim",
+            "batch=1",
+            "--dim",
+            "seq=128",
+            "--threads",
+            threads,
+            "--out",
+            s(&out),
+        ]);
+        outs.push(std::fs::read(out.join("logits.npy")).unwrap());
+    }
+    assert_eq!(outs[0], outs[1], "the same bytes at 1 and 2 threads");
+    assert!(outs[0].len() > 128 * 1000 * 4);
+
+    let json = ok(&[
+        "bench",
+        s(&example()),
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+        "--threads",
+        "2",
+        "--json",
+    ]);
+    let j: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(j["threads"], 2);
+
+    for (args, needle) in [
+        (vec!["--threads", "0"], "give 1 to"),
+        (
+            vec!["--threads", "2", "--clock", "cpu"],
+            "--clock cpu counts this thread's time only",
+        ),
+    ] {
+        let ex = example();
+        let mut full = vec!["bench", s(&ex), "--runs", "1"];
+        full.extend(args);
+        let out = fuselab(&full);
+        assert_eq!(out.status.code(), Some(2), "{full:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{full:?}: {err}");
+    }
+}

@@ -102,6 +102,8 @@ struct BenchReport {
     dispatches: Option<Pair<usize>>,
     runs: usize,
     clock: Clock,
+    /// Threads the reference backend's matrix products used (`--threads`).
+    threads: usize,
     original: Timing,
     optimized: Timing,
     speedup: f64,
@@ -113,6 +115,15 @@ struct BenchReport {
 }
 
 pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
+    if args.run.threads > 1 && args.clock == Clock::Cpu {
+        return Err(crate::Error::Other(
+            "--clock cpu counts this thread's time only; time --threads N with --clock wall".into(),
+        ));
+    }
+    crate::threads::with_threads(args.run.threads, || bench_on(args))?
+}
+
+fn bench_on(args: &BenchArgs) -> Result<i32> {
     let limits = args.run.common.limits();
     let original = load(&args.model, &limits)?;
     let mut optimized = original.clone();
@@ -189,6 +200,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
         },
         runs: args.runs,
         clock: args.clock,
+        threads: args.run.threads,
         speedup: summary.speedup,
         original: summary.original,
         optimized: summary.optimized,
@@ -209,6 +221,10 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<i32> {
                 d.original, d.optimized
             ),
             _ => format!("{} backend", rep.backend),
+        };
+        let on = match rep.threads {
+            1 => on,
+            n => format!("{on}, {n} threads"),
         };
         println!(
             "{}: {on}, {} runs{}\n  original  ({:>4} nodes): median {:.4} ms, min {:.4} ms\n  optimized ({:>4} nodes): median {:.4} ms, min {:.4} ms\n  speedup {:.2}x, max |diff| {:e}",

@@ -140,6 +140,11 @@ pub(crate) struct RunArgs {
     /// Seed for random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Threads the reference backend's matrix products may use: 1 runs everything on this
+    /// thread; N splits each large product's columns over a pool of N (the results are the same
+    /// bit for bit at any count).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
     #[command(flatten)]
     common: Common,
 }
@@ -249,14 +254,16 @@ fn dispatch(cmd: Command) -> Result<i32> {
                 seed: run.seed,
                 limits: run.common.limits(),
             };
-            optimize(&model, &output, report.as_deref(), external_data, &opts)
+            crate::threads::with_threads(run.threads, || {
+                optimize(&model, &output, report.as_deref(), external_data, &opts)
+            })?
         }
         Command::Run {
             model,
             backend,
             out,
             run,
-        } => run_model(&model, backend, &out, &run),
+        } => crate::threads::with_threads(run.threads, || run_model(&model, backend, &out, &run))?,
         Command::Bench(args) => bench::bench(&args),
         Command::Profile(args) => profile::profile(&args),
         Command::Ops { markdown } => {

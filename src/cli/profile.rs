@@ -42,6 +42,10 @@ pub(crate) fn profile(args: &ProfileArgs) -> Result<i32> {
     if args.runs == 0 {
         return Err(Error::Other("--runs must be at least 1".into()));
     }
+    crate::threads::with_threads(args.run.threads, || profile_on(args))?
+}
+
+fn profile_on(args: &ProfileArgs) -> Result<i32> {
     let limits = args.run.common.limits();
     let original = load(&args.model, &limits)?;
     let model = if args.optimized {

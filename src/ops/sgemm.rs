@@ -470,7 +470,9 @@ struct Tile {
 
 impl Tile {
     /// `C[rows, cols] += A block · B panel`, tile by tile; B's strip is the outer loop so it
-    /// stays in L1 while the A strips stream from L2.
+    /// stays in L1 while the A strips stream from L2. Inside a pool of several threads
+    /// (`threads::with_threads`) a large block splits its strips between them: each thread
+    /// writes its own columns of C, and every element's sum keeps its order.
     fn block(
         &self,
         isa: Isa,
@@ -480,25 +482,58 @@ impl Tile {
         [j0, nc]: [usize; 2],
         c: &mut [f32],
     ) {
+        let Tile { kc, nr, ldc, .. } = *self;
+        assert!(
+            mc > 0 && nc > 0 && (i0 + mc - 1) * ldc + j0 + nc <= c.len(),
+            "sgemm: C block out of bounds"
+        );
+        let strips = nc.div_ceil(nr);
+        let c = CPtr(c.as_mut_ptr());
+        let run = |part: std::ops::Range<usize>| {
+            for jr in part.map(|s| s * nr) {
+                // SAFETY: the strip's rows and columns lie in the block asserted above, and no
+                // other part writes its columns.
+                unsafe { self.strip(isa, ap, b, [i0, mc], [j0, jr, (nc - jr).min(nr)], c) };
+            }
+        };
+        match crate::threads::split(strips, mc * kc * nc) {
+            Some(parts) => crate::threads::for_each_part(strips, parts, run),
+            None => run(0..strips),
+        }
+    }
+
+    /// Columns `j0 + jr..` (`nw` of them: one strip of B) of rows `i0..i0 + mc` of C, every A
+    /// strip of the block in turn.
+    ///
+    /// # Safety
+    /// `c` is valid for reads and writes of those rows and columns (rows `ldc` apart), and no
+    /// other thread touches them meanwhile.
+    unsafe fn strip(
+        &self,
+        isa: Isa,
+        ap: &[f32],
+        b: &BSource,
+        [i0, mc]: [usize; 2],
+        [j0, jr, nw]: [usize; 3],
+        c: CPtr,
+    ) {
         let Tile { kc, mr, nr, ldc } = *self;
-        for jr in (0..nc).step_by(nr) {
-            let nw = (nc - jr).min(nr);
-            let (bs, ldb) = b.strip(j0, jr, nw, kc, nr);
-            for ir in (0..mc).step_by(mr) {
-                let mh = (mc - ir).min(mr);
-                let as_ = &ap[ir / mr * kc * mr..][..kc * mr];
-                let at = (i0 + ir) * ldc + j0 + jr;
-                if mh == mr && nw == nr {
-                    let ct = &mut c[at..at + (mr - 1) * ldc + nr];
-                    micro(isa, kc, as_, (bs, ldb), ct, ldc);
-                } else {
-                    let mut tmp = [0f32; 12 * 32];
-                    micro(isa, kc, as_, (bs, ldb), &mut tmp[..mr * nr], nr);
-                    for r in 0..mh {
-                        let row = &mut c[at + r * ldc..][..nw];
-                        for (y, &t) in row.iter_mut().zip(&tmp[r * nr..][..nw]) {
-                            *y += t;
-                        }
+        let (bs, ldb) = b.strip(j0, jr, nw, kc, nr);
+        for ir in (0..mc).step_by(mr) {
+            let mh = (mc - ir).min(mr);
+            let as_ = &ap[ir / mr * kc * mr..][..kc * mr];
+            let at = (i0 + ir) * ldc + j0 + jr;
+            if mh == mr && nw == nr {
+                // SAFETY: a full tile inside the strip (the caller's promise).
+                unsafe { micro(isa, kc, as_, (bs, ldb), c.0.add(at), ldc) };
+            } else {
+                let mut tmp = [0f32; 12 * 32];
+                // SAFETY: `tmp` holds an MR x NR tile with rows NR apart.
+                unsafe { micro(isa, kc, as_, (bs, ldb), tmp.as_mut_ptr(), nr) };
+                for r in 0..mh {
+                    for (jj, &t) in tmp[r * nr..][..nw].iter().enumerate() {
+                        // SAFETY: row ir + r < mc and column jr + jj < jr + nw: in the strip.
+                        unsafe { *c.0.add(at + r * ldc + jj) += t };
                     }
                 }
             }
@@ -506,17 +541,37 @@ impl Tile {
     }
 }
 
+/// C's base pointer, shared by the threads that write disjoint columns of it (a `&mut [f32]`
+/// per thread would alias: C's rows interleave every thread's columns).
+#[derive(Clone, Copy)]
+struct CPtr(*mut f32);
+// SAFETY: CPtr is only dereferenced by `Tile::strip`, whose callers give each thread its own
+// columns of C.
+unsafe impl Send for CPtr {}
+// SAFETY: as above.
+unsafe impl Sync for CPtr {}
+
 /// `c[r·ldc + j] += Σ_p a[p·MR + r] · b[p·ldb + j]` for a full `MR x NR` tile.
-fn micro(isa: Isa, kc: usize, a: &[f32], (b, ldb): (&[f32], usize), c: &mut [f32], ldc: usize) {
+///
+/// # Safety
+/// `c` is valid for reads and writes of an `MR x NR` tile with rows `ldc` apart.
+unsafe fn micro(
+    isa: Isa,
+    kc: usize,
+    a: &[f32],
+    (b, ldb): (&[f32], usize),
+    c: *mut f32,
+    ldc: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         let (mr, nr) = tile(isa);
-        assert!(a.len() >= kc * mr && c.len() >= (mr - 1) * ldc + nr);
+        assert!(a.len() >= kc * mr && ldc >= nr);
         assert!(kc > 0 && ldb >= nr && b.len() >= (kc - 1) * ldb + nr);
-        // SAFETY: `sgemm_with` checked that the CPU has the kernel's features, and the lengths
-        // just asserted are every offset the kernel reads or writes.
+        // SAFETY: `sgemm_with` checked that the CPU has the kernel's features, the lengths just
+        // asserted are every offset the kernel reads of A and B, and C is the caller's promise.
         unsafe {
-            let (a, b, c) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+            let (a, b) = (a.as_ptr(), b.as_ptr());
             match isa {
                 Isa::Avx512 => x86::k12x32(kc, a, b, ldb, c, ldc),
                 Isa::Avx2 => x86::k6x16(kc, a, b, ldb, c, ldc),

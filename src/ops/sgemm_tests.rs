@@ -190,6 +190,53 @@ fn covers_checks_the_last_element() {
     assert!(Strided::rows(&d, 4).covers(0, 99));
 }
 
+#[test]
+fn threads_give_the_same_bits() {
+    // Threads split C's columns (strips of B) and keep each sum's order: any thread count,
+    // any ISA, ragged edges and a prepacked B give the one-thread result exactly.
+    let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
+        .into_iter()
+        .filter(|&i| supports(i))
+        .collect();
+    for isa in isas {
+        for [m, k, n] in [[13, 300, 1000], [64, 700, 3100], [8, 768, 2304]] {
+            let ad = fill(m * k, 3);
+            let bd = fill(k * n, 4);
+            let (a, b) = (Strided::rows(&ad, k), Strided::rows(&bd, n));
+            let product = || {
+                let mut c = fill(m * n, 5);
+                sgemm_with(isa, [m, k, n], 0.5, a, b, &mut c, n);
+                let packed = PackedB::new_with(isa, b, k, n).expect("packs");
+                let mut cp = vec![0f32; m * n];
+                sgemm_packed_b(m, 1.0, a, &packed, &mut cp, n);
+                (c, cp)
+            };
+            let one = product();
+            assert!(
+                crate::threads::split(n / 32, usize::MAX).is_none(),
+                "one thread outside a pool"
+            );
+            for threads in [2, 3] {
+                let many = crate::threads::with_threads(threads, || {
+                    assert!(crate::threads::split(n / 32, usize::MAX).is_some());
+                    product()
+                })
+                .unwrap();
+                let same =
+                    |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(
+                    same(&one.0, &many.0),
+                    "{isa:?} {m}x{k}x{n} at {threads} threads"
+                );
+                assert!(
+                    same(&one.1, &many.1),
+                    "{isa:?} {m}x{k}x{n} packed B, {threads} threads"
+                );
+            }
+        }
+    }
+}
+
 /// Throughput of the small-product kernel against the packed one (best ISA, and AVX2) at
 /// transformer shapes: what `SMALL_M` is chosen from. Timing, not a test of behaviour:
 /// `cargo test --release --lib sgemm_timing -- --ignored --nocapture`.

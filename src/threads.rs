@@ -1,0 +1,115 @@
+//! Threads: one policy for the whole crate. Work runs on the calling thread unless a caller asks
+//! for more (`--threads N` in the CLI), and then on a rayon pool of N threads made for that call
+//! ([`with_threads`]). A kernel splits its work only when it runs inside such a pool
+//! ([`split`]), so one thread stays the default, the unit tests and the parity check run as
+//! before, and nothing in the wasm build spawns a thread (rayon is native only).
+//!
+//! Kernels split so that every thread writes its own elements and the sums keep their order:
+//! the results are the same bit for bit at any thread count.
+
+use std::ops::Range;
+
+/// Less work than this (multiply-adds) runs on one thread: a fork costs a few microseconds.
+#[cfg(not(target_arch = "wasm32"))]
+const MIN_PARALLEL_WORK: usize = 1 << 18;
+
+/// The most threads [`with_threads`] takes.
+pub const MAX_THREADS: usize = 256;
+
+/// Runs `f` with `threads` threads for the kernels: on this thread when `threads` is 1, else on a
+/// rayon pool of that many threads, built for this call. An error when the pool cannot be built
+/// (or, in wasm, when more than one thread is asked for).
+pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> crate::Result<R> {
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(crate::Error::invalid(format!(
+            "--threads {threads}: give 1 to {MAX_THREADS}"
+        )));
+    }
+    if threads == 1 {
+        return Ok(f());
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("fuselab-{i}"))
+            .build()
+            .map_err(|e| crate::Error::Other(format!("cannot start {threads} threads: {e}")))?;
+        Ok(pool.install(f))
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        let _ = f;
+        Err(crate::Error::invalid(
+            "the wasm build runs on one thread".to_string(),
+        ))
+    }
+}
+
+/// How many parts to split `units` (independent pieces: strips of columns, heads, rows) between
+/// when the whole is `work` multiply-adds: `Some(parts)` with 2 ≤ parts ≤ units inside a pool of
+/// several threads ([`with_threads`]) and for enough work; `None` to run on this thread.
+pub fn split(units: usize, work: usize) -> Option<usize> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        rayon::current_thread_index()?;
+        let parts = rayon::current_num_threads().min(units);
+        if parts >= 2 && work >= MIN_PARALLEL_WORK {
+            return Some(parts);
+        }
+    }
+    let _ = (units, work);
+    None
+}
+
+/// Calls `f` on `parts` consecutive ranges covering `0..units`, in parallel (inside the pool
+/// [`split`] found), and returns when all are done.
+pub fn for_each_part(units: usize, parts: usize, f: impl Fn(Range<usize>) + Sync) {
+    let range = |p: usize| p * units / parts..(p + 1) * units / parts;
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        (0..parts).into_par_iter().for_each(|p| f(range(p)));
+    }
+    #[cfg(target_arch = "wasm32")]
+    (0..parts).for_each(|p| f(range(p)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_thread_never_splits() {
+        assert_eq!(split(64, usize::MAX), None, "outside a pool");
+        let inside = with_threads(1, || split(64, usize::MAX)).unwrap();
+        assert_eq!(inside, None);
+    }
+
+    #[test]
+    fn a_pool_splits_enough_work_only() {
+        let (big, small, few) = with_threads(3, || {
+            (split(64, usize::MAX), split(64, 16), split(2, usize::MAX))
+        })
+        .unwrap();
+        assert_eq!(big, Some(3));
+        assert_eq!(small, None, "too little work to fork");
+        assert_eq!(few, Some(2), "no more parts than units");
+    }
+
+    #[test]
+    fn parts_cover_every_unit_once() {
+        let seen = std::sync::Mutex::new(vec![0u8; 37]);
+        for_each_part(37, 5, |r| {
+            let mut s = seen.lock().unwrap();
+            r.for_each(|i| s[i] += 1);
+        });
+        assert!(seen.into_inner().unwrap().iter().all(|&n| n == 1));
+    }
+
+    #[test]
+    fn bad_thread_counts_are_refused() {
+        assert!(with_threads(0, || ()).is_err());
+        assert!(with_threads(MAX_THREADS + 1, || ()).is_err());
+    }
+}
