@@ -496,7 +496,10 @@ impl Tile {
                 unsafe { self.strip(isa, ap, b, [i0, mc], [j0, jr, (nc - jr).min(nr)], c) };
             }
         };
-        match crate::threads::split(strips, mc * kc * nc) {
+        // Work in multiply-adds, plus each element of B's panel at 64: at few rows the product
+        // is bound by streaming B from memory (GPT-2 small at 1x8 gains from 2 threads), while a
+        // tiny model's panel sits in L2 and its products are too small to hand out.
+        match crate::threads::split(strips, (mc + 64) * kc * nc) {
             Some(parts) => crate::threads::for_each_part(strips, parts, run),
             None => run(0..strips),
         }
