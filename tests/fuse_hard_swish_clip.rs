@@ -232,18 +232,24 @@ fn a_clip_read_elsewhere_stays() {
     assert_rejected(&m, &["hard_swish_clip"], "graph output");
 }
 
+/// `x`, `relu6(x + 3)` and `divisor` in a new opset-17 graph with x of shape [batch, 8]: what
+/// the hand-made variants below build on.
+fn relu6_of_x_plus_3(b: &mut GraphBuilder, divisor: f32) -> (ValueId, ValueId, ValueId) {
+    let x = b.input("x", DType::F32, vec![sym("batch"), Dim::Known(8)]);
+    let three = scalar(b, "three", 3.0, DType::F32);
+    let lo = scalar(b, "lo", 0.0, DType::F32);
+    let hi = scalar(b, "hi", 6.0, DType::F32);
+    let d = scalar(b, "divisor", divisor, DType::F32);
+    let u = b.op("Add", &[x, three], vec![]);
+    (x, b.op("Clip", &[u, lo, hi], vec![]), d)
+}
+
 #[test]
 fn a_product_with_another_value_is_no_hard_swish() {
     // z · Clip(x + 3, 0, 6) / 6: the gate reads x, the product another input.
     let mut b = GraphBuilder::new("gate", 17);
-    let x = b.input("x", DType::F32, vec![sym("batch"), Dim::Known(8)]);
+    let (_, r, six) = relu6_of_x_plus_3(&mut b, 6.0);
     let z = b.input("z", DType::F32, vec![sym("batch"), Dim::Known(8)]);
-    let three = scalar(&mut b, "three", 3.0, DType::F32);
-    let lo = scalar(&mut b, "lo", 0.0, DType::F32);
-    let hi = scalar(&mut b, "hi", 6.0, DType::F32);
-    let six = scalar(&mut b, "six", 6.0, DType::F32);
-    let u = b.op("Add", &[x, three], vec![]);
-    let r = b.op("Clip", &[u, lo, hi], vec![]);
     let m = b.op("Mul", &[z, r], vec![]);
     let y = b.op("Div", &[m, six], vec![]);
     b.output(y, "y");
@@ -257,12 +263,7 @@ fn a_product_with_another_value_is_no_hard_swish() {
 fn dividing_by_another_constant_is_rejected() {
     // x · relu6(x + 3) / 3 is twice hard-swish: the last node must divide by 6.
     let mut b = GraphBuilder::new("third", 17);
-    let x = b.input("x", DType::F32, vec![sym("batch"), Dim::Known(8)]);
-    let three = scalar(&mut b, "three", 3.0, DType::F32);
-    let lo = scalar(&mut b, "lo", 0.0, DType::F32);
-    let hi = scalar(&mut b, "hi", 6.0, DType::F32);
-    let u = b.op("Add", &[x, three], vec![]);
-    let r = b.op("Clip", &[u, lo, hi], vec![]);
+    let (x, r, three) = relu6_of_x_plus_3(&mut b, 3.0);
     let m = b.op("Mul", &[x, r], vec![]);
     let y = b.op("Div", &[m, three], vec![]);
     b.output(y, "y");
