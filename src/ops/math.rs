@@ -178,6 +178,7 @@ impl_elem_int!(i64, I64);
 /// Float math for the generic float kernels (here and in activation.rs).
 pub(super) trait Fp:
     Elem
+    + super::common::Float
     + Neg<Output = Self>
     + Add<Output = Self>
     + Sub<Output = Self>
