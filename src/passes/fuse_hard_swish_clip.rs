@@ -28,7 +28,7 @@ use crate::ir::attr;
 use crate::ir::{Model, NodeId, ValueId};
 use crate::passes::matchers::{
     clip_bounds, fresh_node_name, is_splat, other_input, produced_by, require_f32,
-    require_f32_or_f16, sole_consumer,
+    require_f32_or_f16, sole_consumer, sole_consumer_op, CONST_REL_TOL,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 
@@ -126,20 +126,15 @@ fn sixth_of(model: &Model, v: ValueId, what: &str) -> Result<(NodeId, ValueId), 
 /// The reader of `v` when it is `Mul(x, v)` in either order: (node, its output).
 fn times_x(model: &Model, v: ValueId, x: ValueId, what: &str) -> Result<(NodeId, ValueId), String> {
     let g = &model.graph;
-    let id = sole_consumer(g, v).map_err(|why| format!("{what} {why}"))?;
-    let n = g.node(id);
-    match n.output(0) {
-        Some(y) if n.is("Mul") && n.outputs.len() == 1 && other_input(n, v) == Some(x) => {
-            Ok((id, y))
-        }
-        _ => Err(format!(
-            "{what} '{}' feeds {} '{}', not a product with '{}'",
-            g.name(v),
-            n.op_type,
-            n.label(id),
+    let (id, mul) = sole_consumer_op(g, v, "Mul", what)?;
+    if other_input(mul, v) != Some(x) {
+        return Err(format!(
+            "Mul '{}' does not multiply {what} by '{}'",
+            mul.label(id),
             g.name(x)
-        )),
+        ));
     }
+    Ok((id, mul.output(0).ok_or("Mul has no output")?))
 }
 
 fn fuse(model: &Model, clip_id: NodeId, add_id: NodeId, x: ValueId) -> Result<Patch, String> {
@@ -151,7 +146,7 @@ fn fuse(model: &Model, clip_id: NodeId, add_id: NodeId, x: ValueId) -> Result<Pa
         return Err(format!("'{}' is read elsewhere", g.name(u)));
     }
     let (lo, hi) = clip_bounds(model, clip)?;
-    if lo != 0.0 || (hi - 6.0).abs() > 6.0 * 1e-5 {
+    if lo != 0.0 || (hi as f64 - 6.0).abs() > 6.0 * CONST_REL_TOL {
         return Err(format!(
             "Clip's bounds are {lo} and {hi}; hard-swish's ReLU6 has 0 and 6"
         ));
