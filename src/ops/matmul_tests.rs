@@ -61,13 +61,40 @@ fn matmul_batched_broadcast() {
     assert_eq!(y, f32s(&[2, 2, 1], &[3., 7., -1., -1.]));
 }
 
+/// The small-product kernel across its column chunk (16384 columns) and with a depth that is not
+/// a multiple of the rows of B it reads per pass: every element as a float64 product gives it.
+#[test]
+fn small_product_crosses_its_column_chunk() {
+    let (k, n) = (7usize, 16384 + 37);
+    for m in [1usize, 2] {
+        let a: Vec<f32> = (0..m * k).map(|i| (i as f32 - 6.5) / 3.0).collect();
+        let b: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 29 % 31) as f32 - 15.0) / 8.0)
+            .collect();
+        let mut y = vec![f32::NAN; m * n];
+        sgemm_rows(&a, &b, &mut y, m, k, n);
+        for i in 0..m {
+            for j in 0..n {
+                let w: f64 = (0..k)
+                    .map(|t| a[i * k + t] as f64 * b[t * n + j] as f64)
+                    .sum();
+                let got = y[i * n + j] as f64;
+                assert!(
+                    (got - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{m}x{k}x{n} [{i}, {j}]: {got} vs {w}"
+                );
+            }
+        }
+    }
+}
+
 /// The small-product kernel (and whatever `matmul` picks on this machine) against a float64
 /// product, over shapes that exercise every row and column tail.
 #[test]
 fn small_product_matches_f64_over_tails() {
     for m in [1usize, 2, 3, 4, 5, 8, 9, 64, 65] {
         for n in [1usize, 7, 8, 9, 15, 16, 17, 40] {
-            for k in [1usize, 3, 64] {
+            for k in [1usize, 3, 7, 64] {
                 let a: Vec<f32> = (0..m * k)
                     .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
                     .collect();

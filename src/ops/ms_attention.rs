@@ -35,6 +35,8 @@
 //! and value; an optional attention_bias or int32 [B, L] key_padding_mask; `unidirectional`) is
 //! one float32 dispatch (`wgsl::mha_core`).
 
+use std::borrow::Cow;
+
 use ndarray::{ArrayD, IxDyn};
 
 use super::common::{bits, check_out, input, opt_input};
@@ -96,7 +98,7 @@ impl<T: AttnFloat> AttnBias<T> {
         dims.copy_from_slice(t.shape());
         Ok(AttnBias {
             dims,
-            vals: data::<T>(op, t, "attention_bias")?,
+            vals: data::<T>(op, t, "attention_bias")?.into_owned(),
         })
     }
 
@@ -115,13 +117,13 @@ fn outputs<T: AttnFloat>(
     ctx: &KernelCtx,
     op: &str,
     y: Tensor,
-    present: [(&[usize], Vec<T>); 2],
+    present: [(&[usize], Cow<'_, [T]>); 2],
 ) -> KernelResult {
     let n_out = ctx.node.outputs.len().clamp(1, 3);
     let mut outs = vec![y];
     for (i, (shape, v)) in present.into_iter().enumerate().take(n_out - 1) {
         outs.push(if ctx.node.output(i + 1).is_some() {
-            wrap(op, shape, v)?
+            wrap(op, shape, v.into_owned())?
         } else {
             T::wrap(ArrayD::zeros(IxDyn(&[0])))
         });
@@ -401,7 +403,7 @@ fn mha<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
                     "{MHA}: bias with heads-first key/value is not supported"
                 ));
             }
-            Some(data::<T>(MHA, t, "bias")?)
+            Some(data::<T>(MHA, t, "bias")?.into_owned())
         }
     };
     // key_padding_mask: per (b, i) row, the keys it hides.
@@ -442,19 +444,33 @@ fn mha<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
     let mut k = data::<T>(MHA, kt, "key")?;
     let mut v = data::<T>(MHA, vt, "value")?;
     if let Some(bias) = &bias {
-        add_rows(&mut q, &bias[..hq]);
-        add_rows(&mut k, &bias[hq..2 * hq]);
-        add_rows(&mut v, &bias[2 * hq..]);
+        add_rows(q.to_mut(), &bias[..hq]);
+        add_rows(k.to_mut(), &bias[hq..2 * hq]);
+        add_rows(v.to_mut(), &bias[2 * hq..]);
     }
     let scale = scale_for::<T>(a.scale, d);
     let q = split_heads(&q, b, s, n, d, scale);
     if !bnsh_kv {
-        k = split_heads(&k, b, kv_len, n, d, T::ONE);
-        v = split_heads(&v, b, kv_len, n, dv, T::ONE);
+        k = Cow::Owned(split_heads(&k, b, kv_len, n, d, T::ONE));
+        v = Cow::Owned(split_heads(&v, b, kv_len, n, dv, T::ONE));
     }
     if let Some((p, pk, pv)) = past {
-        k = concat_seq(&data::<T>(MHA, pk, "past_key")?, &k, b * n, p, kv_len, d);
-        v = concat_seq(&data::<T>(MHA, pv, "past_value")?, &v, b * n, p, kv_len, dv);
+        k = Cow::Owned(concat_seq(
+            &data::<T>(MHA, pk, "past_key")?,
+            &k,
+            b * n,
+            p,
+            kv_len,
+            d,
+        ));
+        v = Cow::Owned(concat_seq(
+            &data::<T>(MHA, pv, "past_value")?,
+            &v,
+            b * n,
+            p,
+            kv_len,
+            dv,
+        ));
     }
     let dims = Dims {
         batch: b,
@@ -467,24 +483,35 @@ fn mha<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
     };
     let filter = T::from_f64(a.mask_filter_value as f64);
     let lowest = T::from_f64(f32::MIN as f64);
+    // The padding and causal part depends on the batch only: built once per batch, copied
+    // into every head's buffer.
+    let mut per_batch: Option<(usize, Vec<T>)> = None;
     let mut fill = |bi: usize, h: usize, buf: &mut [T]| -> Result<(), String> {
         if l == 0 {
             return Ok(());
         }
-        for (i, row) in buf.chunks_exact_mut(l).enumerate() {
-            for (j, x) in row.iter_mut().enumerate() {
-                let hidden = match &mask {
-                    None => false,
-                    Some((m, 0)) => j as i64 >= m[bi] as i64,
-                    Some((m, rows)) => m[(bi * rows + i % rows) * l + j] == 0,
-                };
-                *x = if causal && j > p + i {
-                    lowest
-                } else if hidden {
-                    filter
-                } else {
-                    T::ZERO
-                };
+        if mask.is_some() || causal {
+            match &per_batch {
+                Some((cb, rows)) if *cb == bi => buf.copy_from_slice(rows),
+                _ => {
+                    for (i, row) in buf.chunks_exact_mut(l).enumerate() {
+                        for (j, x) in row.iter_mut().enumerate() {
+                            let hidden = match &mask {
+                                None => false,
+                                Some((m, 0)) => j as i64 >= m[bi] as i64,
+                                Some((m, rows)) => m[(bi * rows + i % rows) * l + j] == 0,
+                            };
+                            *x = if causal && j > p + i {
+                                lowest
+                            } else if hidden {
+                                filter
+                            } else {
+                                T::ZERO
+                            };
+                        }
+                    }
+                    per_batch = Some((bi, buf.to_vec()));
+                }
             }
         }
         if let Some(ab) = &attn_bias {

@@ -22,9 +22,12 @@
 //! Version 24 adds nonpad_kv_seqlen; 25 adds the window attributes. Version 25 refuses
 //! q_num_heads/kv_num_heads with 4-D inputs; 23 and 24 take them when they agree with the shapes.
 
-use ndarray::{ArrayD, ArrayView2, IxDyn, LinalgScalar};
+use std::borrow::Cow;
+
+use ndarray::{ArrayD, IxDyn, LinalgScalar};
 
 use super::common::{check_out, input, opt_input, Float};
+use super::matmul::{MatElem, Strided};
 use super::reduce::softmax_row;
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
@@ -41,7 +44,7 @@ const OP: &str = "Attention";
 // The shared core
 
 /// The element types attention computes in (float32 and float64).
-pub(super) trait AttnFloat: Float + LinalgScalar {
+pub(super) trait AttnFloat: Float + LinalgScalar + MatElem {
     const DTYPE: DType;
     fn from_f64(v: f64) -> Self;
     fn sqrt(self) -> Self;
@@ -131,7 +134,6 @@ pub(super) fn attend<T: AttnFloat>(
         ));
     }
     let group = d.q_heads / d.kv_heads;
-    let shape_err = |e: ndarray::ShapeError| format!("attention buffers: {e}");
     let mut y = vec![T::ZERO; d.batch * d.q_heads * sq * d.dv];
     let mut kept = if capture == Capture::None {
         Vec::new()
@@ -139,38 +141,44 @@ pub(super) fn attend<T: AttnFloat>(
         vec![T::ZERO; d.batch * d.q_heads * sq * l]
     };
     let mut buf = vec![T::ZERO; sq * l];
+    let mut s = vec![T::ZERO; sq * l];
     let capped = softcap > T::ZERO;
     for b in 0..d.batch {
         for h in 0..d.q_heads {
             let bh = b * d.q_heads + h;
             let kvh = b * d.kv_heads + h / group;
-            let qv = ArrayView2::from_shape((sq, d.dk), &q[bh * sq * d.dk..][..sq * d.dk])
-                .map_err(shape_err)?;
-            let kv = ArrayView2::from_shape((l, d.dk), &k[kvh * l * d.dk..][..l * d.dk])
-                .map_err(shape_err)?;
-            let vv = ArrayView2::from_shape((l, d.dv), &v[kvh * l * d.dv..][..l * d.dv])
-                .map_err(shape_err)?;
-            // Row-major whatever layout the product picked (it may be column-major).
-            let mut scores = qv.dot(&kv.t()).as_standard_layout().into_owned();
+            let (qs, ks, vs) = (
+                &q[bh * sq * d.dk..][..sq * d.dk],
+                &k[kvh * l * d.dk..][..l * d.dk],
+                &v[kvh * l * d.dv..][..l * d.dv],
+            );
+            // Scores = Q·Kᵀ into the reused row-major buffer (Kᵀ is K read column-major), by the
+            // same GEMM as MatMul (`MatElem::gemm_acc`: the packed kernel where the CPU has one).
+            s.iter_mut().for_each(|x| *x = T::ZERO);
+            if d.dk > 0 {
+                let kt = Strided {
+                    data: ks,
+                    rs: 1,
+                    cs: d.dk,
+                };
+                T::gemm_acc(1.0, [sq, d.dk, l], Strided::rows(qs, d.dk), kt, &mut s, l);
+            }
             let keep = |stage: Capture, kept: &mut Vec<T>, s: &[T]| {
                 if capture == stage {
                     kept[bh * sq * l..][..sq * l].copy_from_slice(s);
                 }
             };
-            let s = scores
-                .as_slice_mut()
-                .ok_or("attention scores are row-major")?;
-            keep(Capture::Raw, &mut kept, s);
+            keep(Capture::Raw, &mut kept, &s);
             if capped {
                 for x in s.iter_mut() {
                     *x = softcap * (*x / softcap).tanh();
                 }
             }
-            keep(Capture::Capped, &mut kept, s);
+            keep(Capture::Capped, &mut kept, &s);
             buf.iter_mut().for_each(|x| *x = T::ZERO);
             bias(b, h, &mut buf)?;
             s.iter_mut().zip(&buf).for_each(|(x, &m)| *x = *x + m);
-            keep(Capture::Biased, &mut kept, s);
+            keep(Capture::Biased, &mut kept, &s);
             if l > 0 {
                 for (row, brow) in s.chunks_exact_mut(l).zip(buf.chunks_exact(l)) {
                     if brow.iter().all(|&m| m == T::NEG_INFINITY) {
@@ -180,10 +188,18 @@ pub(super) fn attend<T: AttnFloat>(
                     }
                 }
             }
-            keep(Capture::Probs, &mut kept, s);
-            let out = scores.dot(&vv).as_standard_layout().into_owned();
-            y[bh * sq * d.dv..][..sq * d.dv]
-                .copy_from_slice(out.as_slice().ok_or("attention output is row-major")?);
+            keep(Capture::Probs, &mut kept, &s);
+            if l > 0 && d.dv > 0 {
+                let out = &mut y[bh * sq * d.dv..][..sq * d.dv];
+                T::gemm_acc(
+                    1.0,
+                    [sq, l, d.dv],
+                    Strided::rows(&s, l),
+                    Strided::rows(vs, d.dv),
+                    out,
+                    d.dv,
+                );
+            }
         }
     }
     Ok((y, kept))
@@ -263,9 +279,17 @@ pub(super) fn wrap<T: AttnFloat>(op: &str, shape: &[usize], v: Vec<T>) -> Result
 }
 
 /// A float input of the compute type `T`, in standard (row-major) order.
-pub(super) fn data<T: AttnFloat>(op: &str, t: &Tensor, what: &str) -> Result<Vec<T>, String> {
+/// A tensor's elements in row-major order: borrowed where it is stored that way (no copy).
+pub(super) fn data<'a, T: AttnFloat>(
+    op: &str,
+    t: &'a Tensor,
+    what: &str,
+) -> Result<Cow<'a, [T]>, String> {
     T::view(t)
-        .map(|a| a.iter().copied().collect())
+        .map(|a| match a.as_slice() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(a.iter().copied().collect()),
+        })
         .ok_or_else(|| {
             format!(
                 "{op}: {what} must be {} like the query, got {}",

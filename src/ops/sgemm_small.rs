@@ -20,9 +20,14 @@ pub fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: u
             && std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
         {
-            // SAFETY: the CPU supports the features `sgemm_avx2` is compiled for (checked just
-            // above); the function itself is safe code.
-            unsafe { sgemm_avx2(a, b, y, m, k, n) };
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU supports the features `sgemm_avx512` is compiled for (checked
+                // just above); the function itself is safe code.
+                unsafe { sgemm_avx512(a, b, y, m, k, n) };
+            } else {
+                // SAFETY: as above, for `sgemm_avx2`.
+                unsafe { sgemm_avx2(a, b, y, m, k, n) };
+            }
             return true;
         }
     }
@@ -37,16 +42,37 @@ pub(super) unsafe fn sgemm_avx2(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k
     sgemm_rows(a, b, y, m, k, n);
 }
 
-/// Columns of `y` computed at a time: `m` rows of 1024 floats stay in L1 (16 KiB at 4 rows)
-/// while every row of B streams past once.
+/// `sgemm_rows` compiled for AVX-512F, so its inner loop becomes 512-bit FMAs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) unsafe fn sgemm_avx512(
+    a: &[f32],
+    b: &[f32],
+    y: &mut [f32],
+    m: usize,
+    k: usize,
+    n: usize,
+) {
+    sgemm_rows(a, b, y, m, k, n);
+}
+
+/// Columns of `y` computed at a time: `m` rows of up to 16384 floats (64 KiB each) stay in L2
+/// while B streams past once. A run of B's row this long crosses 16 pages, so the hardware
+/// prefetcher (which stops at page ends) keeps up; at 1024 columns it restarted every 4 KiB.
 #[cfg(any(target_arch = "x86_64", test))]
-const CHUNK: usize = 1024;
+const CHUNK: usize = 16384;
+
+/// Rows of B read per pass over `y`: each element of `y` is loaded and stored once per
+/// `ROWS` fused multiply-adds instead of once per one.
+#[cfg(any(target_arch = "x86_64", test))]
+const ROWS: usize = 4;
 
 /// `y = a · b`, B read row by row: for each chunk of columns, `y[i, chunk] += a[i, p] ·
-/// b[p, chunk]` for p = 0, 1, ... Each element's sum runs over p in order from 0, one fused
-/// multiply-add a step. B's rows are read front to back (a run of `CHUNK` floats each), which the
-/// hardware prefetcher follows; walking a narrow tile of columns down B instead jumps a whole row
-/// per step, and at one row of A that left the product waiting on memory.
+/// b[p, chunk]` for p = 0, 1, ..., `ROWS` rows of B a pass. Each element's sum runs over p in
+/// order from 0, one fused multiply-add a step (the same operations in the same order at any
+/// `ROWS`). B's rows are read front to back in runs of `CHUNK` floats, which the hardware
+/// prefetcher follows; walking a narrow tile of columns down B instead jumps a whole row per
+/// step, and at one row of A that left the product waiting on memory.
 #[cfg(any(target_arch = "x86_64", test))]
 #[inline(always)]
 pub(crate) fn sgemm_rows(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) {
@@ -55,12 +81,27 @@ pub(crate) fn sgemm_rows(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize
         for i in 0..m {
             y[i * n + j0..][..w].fill(0.0);
         }
-        for p in 0..k {
-            let brow = &b[p * n + j0..][..w];
+        let brow = |p: usize| &b[p * n + j0..][..w];
+        let mut p = 0;
+        while p + ROWS <= k {
+            let (b0, b1, b2, b3) = (brow(p), brow(p + 1), brow(p + 2), brow(p + 3));
+            for i in 0..m {
+                let av = &a[i * k + p..][..ROWS];
+                let (a0, a1, a2, a3) = (av[0], av[1], av[2], av[3]);
+                let yrow = &mut y[i * n + j0..][..w];
+                for ((((s, &x0), &x1), &x2), &x3) in yrow.iter_mut().zip(b0).zip(b1).zip(b2).zip(b3)
+                {
+                    *s = a3.mul_add(x3, a2.mul_add(x2, a1.mul_add(x1, a0.mul_add(x0, *s))));
+                }
+            }
+            p += ROWS;
+        }
+        for p in p..k {
+            let bp = brow(p);
             for i in 0..m {
                 let av = a[i * k + p];
                 let yrow = &mut y[i * n + j0..][..w];
-                for (s, &bv) in yrow.iter_mut().zip(brow) {
+                for (s, &bv) in yrow.iter_mut().zip(bp) {
                     *s = av.mul_add(bv, *s);
                 }
             }

@@ -273,8 +273,14 @@ fn sgemm_timing() {
         let flops = 2.0 * (m * k * n) as f64 * reps as f64;
         let t = std::time::Instant::now();
         for _ in 0..reps {
-            // SAFETY: AVX2 and FMA checked above (`supports`).
-            unsafe { super::small::sgemm_avx2(&a, &b, &mut y, m, k, n) };
+            // SAFETY: AVX-512F, or AVX2 and FMA, checked (`supports`).
+            unsafe {
+                if supports(Isa::Avx512) {
+                    super::small::sgemm_avx512(&a, &b, &mut y, m, k, n)
+                } else {
+                    super::small::sgemm_avx2(&a, &b, &mut y, m, k, n)
+                }
+            };
         }
         let small = flops / t.elapsed().as_secs_f64() / 1e9;
         let t = std::time::Instant::now();

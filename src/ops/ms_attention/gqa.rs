@@ -106,9 +106,9 @@ pub(super) fn gqa<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> 
             ));
         }
         (
-            data::<T>(GQA, qt, "query")?,
-            data::<T>(GQA, kt, "key")?,
-            data::<T>(GQA, vt, "value")?,
+            data::<T>(GQA, qt, "query")?.into_owned(),
+            data::<T>(GQA, kt, "key")?.into_owned(),
+            data::<T>(GQA, vt, "value")?.into_owned(),
         )
     };
     let seqlens = match input(GQA, inputs, 5)? {
@@ -198,7 +198,7 @@ pub(super) fn gqa<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> 
             data::<T>(GQA, pk, "past_key")?,
             data::<T>(GQA, pv, "past_value")?,
         ),
-        None => (Vec::new(), Vec::new()),
+        None => (Cow::Owned(Vec::new()), Cow::Owned(Vec::new())),
     };
     let mut present_k = vec![T::ZERO; b * hkv * lp * d];
     let mut present_v = vec![T::ZERO; b * hkv * lp * d];
@@ -266,6 +266,9 @@ pub(super) fn gqa<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> 
         ctx,
         GQA,
         y,
-        [(&[b, hkv, lp, d], present_k), (&[b, hkv, lp, d], present_v)],
+        [
+            (&[b, hkv, lp, d], present_k.into()),
+            (&[b, hkv, lp, d], present_v.into()),
+        ],
     )
 }

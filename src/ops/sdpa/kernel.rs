@@ -201,7 +201,7 @@ pub(super) fn attention_typed<T: AttnFloat>(
         Ok(if rank == 3 {
             split_heads(&x, bb, s, h, d, T::ONE)
         } else {
-            x
+            x.into_owned()
         })
     };
     let q: Vec<T> = to_bnsh(qt, "Q", [b, hq, sq, dk])?
