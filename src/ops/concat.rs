@@ -1,7 +1,7 @@
 //! ai.onnx Concat (versions 1-; `axis` required from 4, negative from 11): inputs of one type and
 //! rank, dims equal except on `axis`, joined along it.
 
-use ndarray::{concatenate, ArrayViewD, Axis};
+use ndarray::{concatenate, ArrayD, ArrayViewD, Axis, IxDyn};
 
 use super::common::{bits, check_out, input, norm_axis, type_mismatch};
 use super::infer::norm_axis as infer_axis;
@@ -121,7 +121,10 @@ pub fn concat(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
                     _ => None,
                 })
                 .collect();
-            Tensor::$v(concatenate(Axis(axis), &views).map_err(|e| format!("{OP}: {e}"))?)
+            Tensor::$v(match joined(&views, axis, &out_shape) {
+                Some(a) => a,
+                None => concatenate(Axis(axis), &views).map_err(|e| format!("{OP}: {e}"))?,
+            })
         }};
     }
     Ok(vec![match first {
@@ -142,4 +145,25 @@ pub fn concat(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         Tensor::U4(_) => cat!(U4),
         Tensor::Str(_) => cat!(Str),
     }])
+}
+
+/// Row-major inputs joined by block copies: for each index before `axis`, each input's run of
+/// `dim(axis) · inner` elements in turn (a KV cache's past and new rows). None where an input is
+/// not stored row-major (ndarray's `concatenate` then walks it).
+fn joined<T: Clone>(
+    views: &[ArrayViewD<T>],
+    axis: usize,
+    out_shape: &[usize],
+) -> Option<ArrayD<T>> {
+    let slices: Vec<&[T]> = views.iter().map(|v| v.as_slice()).collect::<Option<_>>()?;
+    let outer: usize = out_shape[..axis].iter().product();
+    let inner: usize = out_shape[axis + 1..].iter().product();
+    let runs: Vec<usize> = views.iter().map(|v| v.shape()[axis] * inner).collect();
+    let mut out = Vec::with_capacity(out_shape.iter().product());
+    for o in 0..outer {
+        for (s, &run) in slices.iter().zip(&runs) {
+            out.extend_from_slice(&s[o * run..][..run]);
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(out_shape), out).ok()
 }

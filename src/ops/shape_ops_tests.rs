@@ -237,6 +237,31 @@ fn concat_axes() {
     assert!(run_first(concat, &none, 13, &[&a]).is_err());
 }
 
+/// A KV cache's join (past rows then new ones on axis 2): the block copies of row-major inputs,
+/// an empty past, and an input stored transposed (ndarray's walk) all give ndarray's result.
+#[test]
+fn concat_blocks_match_ndarray() {
+    use ndarray::{concatenate, ArrayD, Axis, IxDyn};
+    let arr = |shape: &[usize], from: f32| {
+        let n: usize = shape.iter().product();
+        ArrayD::from_shape_vec(IxDyn(shape), (0..n).map(|i| from + i as f32).collect()).unwrap()
+    };
+    let n2 = node("Concat", vec![attr::int("axis", 2)]);
+    let past = arr(&[2, 3, 4, 5], 0.0);
+    let new = arr(&[2, 3, 1, 5], 1000.0);
+    let empty = arr(&[2, 3, 0, 5], 0.0);
+    // Stored transposed: the same logical [2, 3, 4, 5] tensor, column-major.
+    let t = arr(&[5, 4, 3, 2], 500.0).reversed_axes();
+    assert!(t.as_slice().is_none());
+    for parts in [vec![&past, &new], vec![&empty, &new], vec![&t, &new, &past]] {
+        let views: Vec<_> = parts.iter().map(|a| a.view()).collect();
+        let want = Tensor::F32(concatenate(Axis(2), &views).unwrap());
+        let ts: Vec<Tensor> = parts.iter().map(|a| Tensor::F32((*a).clone())).collect();
+        let refs: Vec<&Tensor> = ts.iter().collect();
+        assert_eq!(run_first(concat, &n2, 13, &refs).unwrap(), want);
+    }
+}
+
 #[test]
 fn cast_types() {
     let x = f32s(&[4], &[1.9, -1.9, 0.0, f32::NAN]);
