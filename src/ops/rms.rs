@@ -25,7 +25,7 @@ use super::lanes::elements;
 use super::lowering::{norm_axis as lower_axis, Lowered, NodeCtx};
 use super::transformer::lower_layer_norm;
 use super::transformer::{
-    cvt, param_row, placeholder, required, shaped, skip_norm, stats_tensor, wanted, Real,
+    cvt, lane_fold, param_row, placeholder, required, shaped, skip_norm, stats_tensor, wanted, Real,
 };
 use super::wgsl::numel;
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
@@ -160,9 +160,9 @@ impl Op for SkipSimplifiedLayerNormalization {
 #[inline]
 pub(super) fn rms_row<T: Real, A: Real>(row: &mut [T], gamma: &[T], eps: A) -> A {
     let n = A::from_f64(row.len() as f64);
-    let sq = row.iter().fold(A::ZERO, |s, &v| {
+    let sq = lane_fold(row, |v| {
         let v = cvt::<T, A>(v);
-        s + v * v
+        v * v
     });
     let d = (sq / n + eps).sqrt();
     for (v, &g) in row.iter_mut().zip(gamma) {

@@ -155,7 +155,7 @@ pub(super) fn attend<T: AttnFloat>(
             // Scores = Q·Kᵀ into the reused row-major buffer (Kᵀ is K read column-major), by the
             // same GEMM as MatMul (`MatElem::gemm_acc`: the packed kernel where the CPU has one).
             s.iter_mut().for_each(|x| *x = T::ZERO);
-            if d.dk > 0 {
+            if sq > 0 && d.dk > 0 {
                 let kt = Strided {
                     data: ks,
                     rs: 1,
@@ -189,7 +189,7 @@ pub(super) fn attend<T: AttnFloat>(
                 }
             }
             keep(Capture::Probs, &mut kept, &s);
-            if l > 0 && d.dv > 0 {
+            if sq > 0 && l > 0 && d.dv > 0 {
                 let out = &mut y[bh * sq * d.dv..][..sq * d.dv];
                 T::gemm_acc(
                     1.0,

@@ -261,6 +261,11 @@ fn sgemm_timing() {
         (16, 3072, 768),
         (16, 768, 50257),
         (64, 768, 768),
+        (128, 768, 768),
+        (128, 768, 2304),
+        (128, 768, 3072),
+        (128, 3072, 768),
+        (128, 768, 50257),
     ];
     if !supports(Isa::Avx2) {
         return;
@@ -310,6 +315,18 @@ fn sgemm_timing() {
             );
         }
         let avx2 = flops / t.elapsed().as_secs_f64() / 1e9;
-        println!("{m}x{k}x{n}: small {small:.1} GFLOP/s, packed {big:.1}, packed avx2 {avx2:.1} ({reps} reps)");
+        let pb = super::PackedB::new(Strided::rows(&b, n), k, n);
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            y.fill(0.0);
+            if let Some(p) = &pb {
+                super::sgemm_packed_b(m, 1.0, Strided::rows(&a, k), p, &mut y, n);
+            }
+        }
+        let prepacked = flops / t.elapsed().as_secs_f64() / 1e9;
+        println!(
+            "{m}x{k}x{n}: small {small:.1} GFLOP/s, packed {big:.1}, packed avx2 {avx2:.1}, \
+             B prepacked {prepacked:.1} ({reps} reps)"
+        );
     }
 }

@@ -21,8 +21,11 @@ pub(super) fn dots(
     ldc: usize,
 ) {
     assert!(b.covers(k, n), "sgemm: B out of bounds");
+    if m == 0 || n == 0 {
+        return;
+    }
     assert!(
-        n == 0 || (m > 0 && ldc >= n && (m - 1) * ldc + n <= c.len()),
+        ldc >= n && (m - 1) * ldc + n <= c.len(),
         "sgemm: C out of bounds"
     );
     let args = (k, n, m, alpha, a, b, ldc);

@@ -382,6 +382,22 @@ pub(super) fn stats_tensor<A: Real>(
     }
 }
 
+/// `Σ f(v)` over a row in `LANES` interleaved partial sums, added up at the end: the adds are
+/// independent, so the loop vectorizes instead of waiting on one running sum (a 768-wide norm
+/// row took ~2 µs that way).
+pub(super) fn lane_fold<T: Copy, A: Real>(row: &[T], f: impl Fn(T) -> A) -> A {
+    const LANES: usize = 8;
+    let mut acc = [A::ZERO; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (s, &v) in acc.iter_mut().zip(c) {
+            *s = *s + f(v);
+        }
+    }
+    let tail = chunks.remainder().iter().fold(A::ZERO, |s, &v| s + f(v));
+    acc.iter().fold(tail, |s, &x| s + x)
+}
+
 /// Normalizes `row` in place: `(v - mean) / sqrt(var + eps) * gamma (+ beta)`, statistics in `A`.
 /// Returns (mean, 1 / sqrt(var + eps)). `row` is not empty.
 #[inline]
@@ -392,10 +408,10 @@ pub(super) fn normalize_row<T: Real, A: Real>(
     eps: A,
 ) -> (A, A) {
     let n = A::from_f64(row.len() as f64);
-    let mean = row.iter().fold(A::ZERO, |s, &v| s + cvt::<T, A>(v)) / n;
-    let var = row.iter().fold(A::ZERO, |s, &v| {
+    let mean = lane_fold(row, cvt::<T, A>) / n;
+    let var = lane_fold(row, |v| {
         let d = cvt::<T, A>(v) - mean;
-        s + d * d
+        d * d
     }) / n;
     let inv = A::ONE / (var + eps).sqrt();
     match beta {
