@@ -318,59 +318,84 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: &mut [
         BSide::Packed(p) => Err(p),
     };
     let (mr, nr) = tile(isa);
-    SCRATCH.with(|s| {
-        let mut s = s.borrow_mut();
-        let Scratch { ap, bp } = &mut *s;
-        if b.is_ok() {
-            grow(bp, KC.min(k) * n.min(NC).div_ceil(nr) * nr);
-        }
-        if let ASide::Pack(..) = a {
-            grow(ap, KC.min(k) * m.min(MC).div_ceil(mr) * mr);
-        }
-        for jc in (0..n).step_by(NC) {
-            let nc = (n - jc).min(NC);
-            for pc in (0..k).step_by(KC) {
-                let kc = (k - pc).min(KC);
-                // A row-major B is read in place, strip by strip (only a ragged last strip is
-                // copied, zero-padded); any other B is packed, unless it was packed already.
-                let bsrc = match b {
-                    Ok(b) if b.cs == 1 => {
-                        let tail = nc / nr * nr;
-                        if tail < nc {
-                            pack(b.t(), jc + tail, nc - tail, pc, kc, nr, 1.0, bp);
+    let cp = CPtr(c.as_mut_ptr());
+    // The whole loop nest for C's columns in strips `part` (`nr` wide, the last one ragged):
+    // packing A (each thread its own copy), reading or packing B, the micro-kernels.
+    let run = |part: std::ops::Range<usize>| {
+        let (lo, hi) = (part.start * nr, (part.end * nr).min(n));
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            let Scratch { ap, bp } = &mut *s;
+            if b.is_ok() {
+                grow(bp, KC.min(k) * (hi - lo).min(NC).div_ceil(nr) * nr);
+            }
+            if let ASide::Pack(..) = a {
+                grow(ap, KC.min(k) * m.min(MC).div_ceil(mr) * mr);
+            }
+            for jc in (0..n).step_by(NC) {
+                // This part's columns of the block: `j0` is a strip boundary, so a packed
+                // panel's strips for it start `(j0 - jc) · kc` floats in.
+                let (j0, j1) = (jc.max(lo), (jc + NC).min(hi));
+                if j0 >= j1 {
+                    continue;
+                }
+                let nc = j1 - j0;
+                for pc in (0..k).step_by(KC) {
+                    let kc = (k - pc).min(KC);
+                    // A row-major B is read in place, strip by strip (only a ragged last strip
+                    // is copied, zero-padded); any other B is packed, unless it was packed
+                    // already.
+                    let bsrc = match b {
+                        Ok(b) if b.cs == 1 => {
+                            let tail = nc / nr * nr;
+                            if tail < nc {
+                                pack(b.t(), j0 + tail, nc - tail, pc, kc, nr, 1.0, bp);
+                            }
+                            BSource {
+                                direct: Some((b, pc)),
+                                packed: &bp[..],
+                            }
                         }
-                        BSource {
-                            direct: Some((b, pc)),
-                            packed: &bp[..],
+                        Ok(b) => {
+                            pack(b.t(), j0, nc, pc, kc, nr, 1.0, bp);
+                            BSource {
+                                direct: None,
+                                packed: &bp[..],
+                            }
                         }
-                    }
-                    Ok(b) => {
-                        pack(b.t(), jc, nc, pc, kc, nr, 1.0, bp);
-                        BSource {
+                        Err(p) => BSource {
                             direct: None,
-                            packed: &bp[..],
-                        }
-                    }
-                    Err(p) => BSource {
-                        direct: None,
-                        packed: p.panel(jc, pc),
-                    },
-                };
-                for ic in (0..m).step_by(MC) {
-                    let mc = (m - ic).min(MC);
-                    let ablock = match a {
-                        ASide::Pack(a, alpha) => {
-                            pack(a, ic, mc, pc, kc, mr, alpha, ap);
-                            &ap[..]
-                        }
-                        ASide::Packed(p) => p.block(pc, ic),
+                            packed: &p.panel(jc, pc)[(j0 - jc) * kc..],
+                        },
                     };
-                    let tile = Tile { kc, mr, nr, ldc };
-                    tile.block(isa, ablock, &bsrc, [ic, mc], [jc, nc], c);
+                    for ic in (0..m).step_by(MC) {
+                        let mc = (m - ic).min(MC);
+                        let ablock = match a {
+                            ASide::Pack(a, alpha) => {
+                                pack(a, ic, mc, pc, kc, mr, alpha, ap);
+                                &ap[..]
+                            }
+                            ASide::Packed(p) => p.block(pc, ic),
+                        };
+                        let tile = Tile { kc, mr, nr, ldc };
+                        // SAFETY: rows `ic..ic + mc` and columns `j0..j1` lie in C (asserted
+                        // above), and no other part writes these columns.
+                        unsafe { tile.block(isa, ablock, &bsrc, [ic, mc], [j0, nc], cp) };
+                    }
                 }
             }
-        }
-    });
+        });
+    };
+    // Inside a pool of several threads (`threads::with_threads`) the columns split between
+    // them, each thread running the whole loop nest for its own: no join per panel, and every
+    // element's sum keeps its order. Work in multiply-adds, plus each element of B at 64: at
+    // few rows the product is bound by streaming B from memory (GPT-2 small at 1x8 gains from
+    // 2 threads), while a tiny model's B sits in L2 and its products are too small to hand out.
+    let strips = n.div_ceil(nr);
+    match crate::threads::split(strips, (m + 64) * k * n) {
+        Some(parts) => crate::threads::for_each_part(strips, parts, run),
+        None => run(0..strips),
+    }
 }
 
 /// Where a strip of B comes from: read in place from row-major B from row `pc` on (the
@@ -486,38 +511,24 @@ fn prefetch_l2(p: *const f32) {
 
 impl Tile {
     /// `C[rows, cols] += A block · B panel`, tile by tile; B's strip is the outer loop so it
-    /// stays in L1 while the A strips stream from L2. Inside a pool of several threads
-    /// (`threads::with_threads`) a large block splits its strips between them: each thread
-    /// writes its own columns of C, and every element's sum keeps its order.
-    fn block(
+    /// stays in L1 while the A strips stream from L2.
+    ///
+    /// # Safety
+    /// `c` is valid for reads and writes of rows `i0..i0 + mc` and columns `j0..j0 + nc`
+    /// (rows `ldc` apart), and no other thread touches them meanwhile.
+    unsafe fn block(
         &self,
         isa: Isa,
         ap: &[f32],
         b: &BSource,
         [i0, mc]: [usize; 2],
         [j0, nc]: [usize; 2],
-        c: &mut [f32],
+        c: CPtr,
     ) {
-        let Tile { kc, nr, ldc, .. } = *self;
-        assert!(
-            mc > 0 && nc > 0 && (i0 + mc - 1) * ldc + j0 + nc <= c.len(),
-            "sgemm: C block out of bounds"
-        );
-        let strips = nc.div_ceil(nr);
-        let c = CPtr(c.as_mut_ptr());
-        let run = |part: std::ops::Range<usize>| {
-            for jr in part.map(|s| s * nr) {
-                // SAFETY: the strip's rows and columns lie in the block asserted above, and no
-                // other part writes its columns.
-                unsafe { self.strip(isa, ap, b, [i0, mc], [j0, jr, (nc - jr).min(nr)], c) };
-            }
-        };
-        // Work in multiply-adds, plus each element of B's panel at 64: at few rows the product
-        // is bound by streaming B from memory (GPT-2 small at 1x8 gains from 2 threads), while a
-        // tiny model's panel sits in L2 and its products are too small to hand out.
-        match crate::threads::split(strips, (mc + 64) * kc * nc) {
-            Some(parts) => crate::threads::for_each_part(strips, parts, run),
-            None => run(0..strips),
+        let nr = self.nr;
+        for jr in (0..nc).step_by(nr) {
+            // SAFETY: the strip's rows and columns lie in the block (the caller's promise).
+            unsafe { self.strip(isa, ap, b, [i0, mc], [j0, jr, (nc - jr).min(nr)], c) };
         }
     }
 

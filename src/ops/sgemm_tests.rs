@@ -203,12 +203,16 @@ fn threads_give_the_same_bits() {
             let ad = fill(m * k, 3);
             let bd = fill(k * n, 4);
             let (a, b) = (Strided::rows(&ad, k), Strided::rows(&bd, n));
+            // B stored transposed: packed panel by panel, by each thread for its columns.
+            let btd = fill(n * k, 6);
+            let bt = Strided::rows(&btd, k).t();
             let product = || {
                 let mut c = fill(m * n, 5);
                 sgemm_with(isa, [m, k, n], 0.5, a, b, &mut c, n);
                 let packed = PackedB::new_with(isa, b, k, n).expect("packs");
                 let mut cp = vec![0f32; m * n];
                 sgemm_packed_b(m, 1.0, a, &packed, &mut cp, n);
+                sgemm_with(isa, [m, k, n], 1.0, a, bt, &mut cp, n);
                 (c, cp)
             };
             let one = product();
@@ -330,3 +334,4 @@ fn sgemm_timing() {
         );
     }
 }
+
