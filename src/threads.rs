@@ -77,6 +77,38 @@ pub fn for_each_part(units: usize, parts: usize, f: impl Fn(Range<usize>) + Sync
     (0..parts).for_each(|p| f(range(p)));
 }
 
+/// [`for_each_part`] over a buffer of `units` rows of `row` elements (`data.len() / row` of
+/// them): part p gets its range of rows and those rows of `data`, to write. The first error any
+/// part returns is the result.
+pub fn for_each_rows<T: Send>(
+    data: &mut [T],
+    row: usize,
+    parts: usize,
+    f: impl Fn(Range<usize>, &mut [T]) -> Result<(), String> + Sync,
+) -> Result<(), String> {
+    let units = data.len().checked_div(row).unwrap_or(0);
+    let mut pieces = Vec::with_capacity(parts);
+    let mut rest = data;
+    for p in 0..parts {
+        let rows = p * units / parts..(p + 1) * units / parts;
+        let (mine, tail) = rest.split_at_mut(rows.len() * row);
+        pieces.push((rows, mine));
+        rest = tail;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        pieces
+            .into_par_iter()
+            .map(|(rows, piece)| f(rows, piece))
+            .collect::<Result<(), String>>()
+    }
+    #[cfg(target_arch = "wasm32")]
+    pieces
+        .into_iter()
+        .try_for_each(|(rows, piece)| f(rows, piece))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +139,29 @@ mod tests {
             r.for_each(|i| s[i] += 1);
         });
         assert!(seen.into_inner().unwrap().iter().all(|&n| n == 1));
+    }
+
+    #[test]
+    fn row_parts_get_their_own_rows_and_errors_come_back() {
+        // 7 rows of 3: each part writes its row numbers into exactly its rows.
+        let mut data = vec![usize::MAX; 21];
+        with_threads(3, || {
+            for_each_rows(&mut data, 3, 3, |rows, piece| {
+                assert_eq!(piece.len(), rows.len() * 3);
+                for (i, r) in rows.enumerate() {
+                    piece[i * 3..][..3].fill(r);
+                }
+                Ok(())
+            })
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(data, (0..21).map(|i| i / 3).collect::<Vec<_>>());
+        let failed = for_each_rows(&mut data, 3, 2, |rows, _| match rows.start {
+            0 => Ok(()),
+            _ => Err("part 1 failed".to_string()),
+        });
+        assert_eq!(failed, Err("part 1 failed".to_string()));
     }
 
     #[test]

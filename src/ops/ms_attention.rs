@@ -483,43 +483,42 @@ fn mha<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
     };
     let filter = T::from_f64(a.mask_filter_value as f64);
     let lowest = T::from_f64(f32::MIN as f64);
-    // The padding and causal part depends on the batch only: built once per batch, copied
-    // into every head's buffer.
-    let mut per_batch: Option<(usize, Vec<T>)> = None;
-    let mut fill = |bi: usize, h: usize, buf: &mut [T]| -> Result<(), String> {
-        if l == 0 {
-            return Ok(());
-        }
-        if mask.is_some() || causal {
-            match &per_batch {
-                Some((cb, rows)) if *cb == bi => buf.copy_from_slice(rows),
-                _ => {
-                    for (i, row) in buf.chunks_exact_mut(l).enumerate() {
-                        for (j, x) in row.iter_mut().enumerate() {
-                            let hidden = match &mask {
-                                None => false,
-                                Some((m, 0)) => j as i64 >= m[bi] as i64,
-                                Some((m, rows)) => m[(bi * rows + i % rows) * l + j] == 0,
-                            };
-                            *x = if causal && j > p + i {
-                                lowest
-                            } else if hidden {
-                                filter
-                            } else {
-                                T::ZERO
-                            };
-                        }
-                    }
-                    per_batch = Some((bi, buf.to_vec()));
+    // The padding and causal part depends on the batch only: [S, L] rows built once per batch
+    // here, copied into every head's buffer.
+    let per_batch: Vec<T> = if (mask.is_some() || causal) && l > 0 {
+        let mut rows = vec![T::ZERO; b * s * l];
+        for (bi, block) in rows.chunks_exact_mut(s * l).enumerate() {
+            for (i, row) in block.chunks_exact_mut(l).enumerate() {
+                for (j, x) in row.iter_mut().enumerate() {
+                    let hidden = match &mask {
+                        None => false,
+                        Some((m, 0)) => j as i64 >= m[bi] as i64,
+                        Some((m, rows)) => m[(bi * rows + i % rows) * l + j] == 0,
+                    };
+                    *x = if causal && j > p + i {
+                        lowest
+                    } else if hidden {
+                        filter
+                    } else {
+                        T::ZERO
+                    };
                 }
             }
+        }
+        rows
+    } else {
+        Vec::new()
+    };
+    let fill = |bi: usize, h: usize, buf: &mut [T]| -> Result<(), String> {
+        if !per_batch.is_empty() {
+            buf.copy_from_slice(&per_batch[bi * s * l..][..s * l]);
         }
         if let Some(ab) = &attn_bias {
             ab.add(bi, h, buf);
         }
         Ok(())
     };
-    let (y, _) = attend(&dims, &q, &k, &v, T::ZERO, Capture::None, &mut fill)?;
+    let (y, _) = attend(&dims, &q, &k, &v, T::ZERO, Capture::None, &fill)?;
     let y = wrap(MHA, &[b, s, n * dv], merge_heads(&y, b, n, s, dv))?;
     outputs(ctx, MHA, y, [(&[b, n, l, d], k), (&[b, n, l, dv], v)])
 }

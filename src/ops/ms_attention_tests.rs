@@ -246,3 +246,45 @@ fn gqa_bad_inputs_are_errors() {
     .unwrap_err();
     assert!(e.contains("local_window_size 2"), "{e}");
 }
+
+/// Inside a pool of threads the (batch, head) pairs split between them: the output is the
+/// one-thread output bit for bit, with a key_padding_mask, causal masking and more heads than
+/// threads (2 batches x 8 heads of 128 queries: enough work to split).
+#[test]
+fn mha_threads_give_the_same_bits() {
+    let (b, s, n, d) = (2usize, 128usize, 8usize, 16usize);
+    let vals = |len: usize, seed: usize| -> Vec<f32> {
+        (0..len)
+            .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - 500.0) / 250.0)
+            .collect()
+    };
+    let q = f32s(&[b, s, n * d], &vals(b * s * n * d, 1));
+    let k = f32s(&[b, s, n * d], &vals(b * s * n * d, 2));
+    let v = f32s(&[b, s, n * d], &vals(b * s * n * d, 3));
+    let mask_vals: Vec<i32> = (0..b * s)
+        .map(|i| i32::from(i % s < s - 5 * (i / s)))
+        .collect();
+    let mask =
+        Tensor::I32(ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[b, s]), mask_vals).unwrap());
+    let node = node(
+        MHA,
+        vec![
+            attr::int("num_heads", n as i64),
+            attr::int("unidirectional", 1),
+        ],
+        1,
+    );
+    let ins = [Some(&q), Some(&k), Some(&v), None, Some(&mask)];
+    let one = run(&node, &ins).unwrap();
+    assert!(crate::threads::split(b * n, usize::MAX).is_none());
+    for threads in [2, 3] {
+        let many = crate::threads::with_threads(threads, || {
+            assert!(crate::threads::split(b * n, b * n * s * s * 2 * d).is_some());
+            run(&node, &ins).unwrap()
+        })
+        .unwrap();
+        let bits =
+            |t: &Tensor| -> Vec<u32> { t.as_f32().unwrap().iter().map(|x| x.to_bits()).collect() };
+        assert_eq!(bits(&one[0]), bits(&many[0]), "{threads} threads");
+    }
+}

@@ -108,15 +108,18 @@ pub(super) enum Capture {
     Probs,
 }
 
-/// Fills the additive bias [Sq, L] of (batch, query head).
-pub(super) type BiasFn<'a, T> = dyn FnMut(usize, usize, &mut [T]) -> Result<(), String> + 'a;
+/// Fills the additive bias [Sq, L] of (batch, query head). Called from several threads at once
+/// (`--threads`), each with its own buffer.
+pub(super) type BiasFn<'a, T> = dyn Fn(usize, usize, &mut [T]) -> Result<(), String> + Sync + 'a;
 
 /// Per (batch, query head): scores = Q·Kᵀ (the caller scales Q and K), softcap when
 /// `softcap > 0`, plus the additive bias `bias(b, h, buf)` fills ([Sq, L], row-major, zeroed
 /// before the call), softmax over each row (a row whose bias is -inf throughout becomes zeros),
 /// then the probabilities times V. Query head h reads key/value head h / (Hq / Hkv). Returns the
 /// output [B, Hq, Sq, Dv] and the captured scores [B, Hq, Sq, L] (empty for `Capture::None`).
-/// The caller has checked the sizes (`check_out`) and that Hkv divides Hq.
+/// The caller has checked the sizes (`check_out`) and that Hkv divides Hq. Inside a pool of
+/// several threads the (batch, head) pairs split between them (not while capturing scores);
+/// every head is computed the same way wherever it runs.
 pub(super) fn attend<T: AttnFloat>(
     d: &Dims,
     q: &[T],
@@ -124,7 +127,7 @@ pub(super) fn attend<T: AttnFloat>(
     v: &[T],
     softcap: T,
     capture: Capture,
-    bias: &mut BiasFn<T>,
+    bias: &BiasFn<T>,
 ) -> Result<(Vec<T>, Vec<T>), String> {
     let (sq, l) = (d.q_len, d.kv_len);
     if d.kv_heads == 0 || !d.q_heads.is_multiple_of(d.kv_heads) {
@@ -133,76 +136,116 @@ pub(super) fn attend<T: AttnFloat>(
             d.q_heads, d.kv_heads
         ));
     }
-    let group = d.q_heads / d.kv_heads;
-    let mut y = vec![T::ZERO; d.batch * d.q_heads * sq * d.dv];
-    let mut kept = if capture == Capture::None {
-        Vec::new()
-    } else {
-        vec![T::ZERO; d.batch * d.q_heads * sq * l]
+    let units = d.batch * d.q_heads;
+    let mut y = vec![T::ZERO; units * sq * d.dv];
+    if capture != Capture::None {
+        let mut kept = vec![T::ZERO; units * sq * l];
+        let (mut s, mut buf) = (vec![T::ZERO; sq * l], vec![T::ZERO; sq * l]);
+        for bh in 0..units {
+            let yh = &mut y[bh * sq * d.dv..][..sq * d.dv];
+            let kh = Some(&mut kept[bh * sq * l..][..sq * l]);
+            head(
+                d,
+                (q, k, v),
+                softcap,
+                (capture, kh),
+                bias,
+                bh,
+                yh,
+                (&mut s, &mut buf),
+            )?;
+        }
+        return Ok((y, kept));
+    }
+    let run = |heads: std::ops::Range<usize>, ys: &mut [T]| -> Result<(), String> {
+        let (mut s, mut buf) = (vec![T::ZERO; sq * l], vec![T::ZERO; sq * l]);
+        let per = sq * d.dv;
+        for (i, bh) in heads.enumerate() {
+            let yh = &mut ys[i * per..][..per];
+            head(
+                d,
+                (q, k, v),
+                softcap,
+                (capture, None),
+                bias,
+                bh,
+                yh,
+                (&mut s, &mut buf),
+            )?;
+        }
+        Ok(())
     };
-    let mut buf = vec![T::ZERO; sq * l];
-    let mut s = vec![T::ZERO; sq * l];
-    let capped = softcap > T::ZERO;
-    for b in 0..d.batch {
-        for h in 0..d.q_heads {
-            let bh = b * d.q_heads + h;
-            let kvh = b * d.kv_heads + h / group;
-            let (qs, ks, vs) = (
-                &q[bh * sq * d.dk..][..sq * d.dk],
-                &k[kvh * l * d.dk..][..l * d.dk],
-                &v[kvh * l * d.dv..][..l * d.dv],
-            );
-            // Scores = Q·Kᵀ into the reused row-major buffer (Kᵀ is K read column-major), by the
-            // same GEMM as MatMul (`MatElem::gemm_acc`: the packed kernel where the CPU has one).
-            s.iter_mut().for_each(|x| *x = T::ZERO);
-            if sq > 0 && d.dk > 0 {
-                let kt = Strided {
-                    data: ks,
-                    rs: 1,
-                    cs: d.dk,
-                };
-                T::gemm_acc(1.0, [sq, d.dk, l], Strided::rows(qs, d.dk), kt, &mut s, l);
-            }
-            let keep = |stage: Capture, kept: &mut Vec<T>, s: &[T]| {
-                if capture == stage {
-                    kept[bh * sq * l..][..sq * l].copy_from_slice(s);
-                }
-            };
-            keep(Capture::Raw, &mut kept, &s);
-            if capped {
-                for x in s.iter_mut() {
-                    *x = softcap * (*x / softcap).tanh();
-                }
-            }
-            keep(Capture::Capped, &mut kept, &s);
-            buf.iter_mut().for_each(|x| *x = T::ZERO);
-            bias(b, h, &mut buf)?;
-            s.iter_mut().zip(&buf).for_each(|(x, &m)| *x = *x + m);
-            keep(Capture::Biased, &mut kept, &s);
-            if l > 0 {
-                for (row, brow) in s.chunks_exact_mut(l).zip(buf.chunks_exact(l)) {
-                    if brow.iter().all(|&m| m == T::NEG_INFINITY) {
-                        row.iter_mut().for_each(|x| *x = T::ZERO);
-                    } else {
-                        softmax_row(row);
-                    }
-                }
-            }
-            keep(Capture::Probs, &mut kept, &s);
-            if sq > 0 && l > 0 && d.dv > 0 {
-                let out = &mut y[bh * sq * d.dv..][..sq * d.dv];
-                T::gemm_acc(
-                    1.0,
-                    [sq, l, d.dv],
-                    Strided::rows(&s, l),
-                    Strided::rows(vs, d.dv),
-                    out,
-                    d.dv,
-                );
+    let work = units * sq * l * (d.dk + d.dv);
+    match crate::threads::split(units, work) {
+        Some(parts) => crate::threads::for_each_rows(&mut y, sq * d.dv, parts, run)?,
+        None => run(0..units, &mut y)?,
+    }
+    Ok((y, Vec::new()))
+}
+
+/// One (batch, query head) `bh` of [`attend`] into `y` ([Sq, Dv]), with the caller's scratch
+/// `s` (scores) and `buf` (bias), both [Sq, L]; `kept` receives the captured stage.
+#[allow(clippy::too_many_arguments)]
+fn head<T: AttnFloat>(
+    d: &Dims,
+    (q, k, v): (&[T], &[T], &[T]),
+    softcap: T,
+    (capture, mut kept): (Capture, Option<&mut [T]>),
+    bias: &BiasFn<T>,
+    bh: usize,
+    y: &mut [T],
+    (s, buf): (&mut [T], &mut [T]),
+) -> Result<(), String> {
+    let (sq, l) = (d.q_len, d.kv_len);
+    let (b, h) = (bh / d.q_heads, bh % d.q_heads);
+    let kvh = b * d.kv_heads + h / (d.q_heads / d.kv_heads);
+    let (qs, ks, vs) = (
+        &q[bh * sq * d.dk..][..sq * d.dk],
+        &k[kvh * l * d.dk..][..l * d.dk],
+        &v[kvh * l * d.dv..][..l * d.dv],
+    );
+    let mut keep = |stage: Capture, s: &[T]| {
+        if let Some(kept) = kept.as_deref_mut().filter(|_| capture == stage) {
+            kept.copy_from_slice(s);
+        }
+    };
+    // Scores = Q·Kᵀ into the row-major scratch (Kᵀ is K read column-major), by the same GEMM
+    // as MatMul (`MatElem::gemm_acc`: the packed kernel where the CPU has one).
+    s.iter_mut().for_each(|x| *x = T::ZERO);
+    if sq > 0 && d.dk > 0 {
+        let kt = Strided {
+            data: ks,
+            rs: 1,
+            cs: d.dk,
+        };
+        T::gemm_acc(1.0, [sq, d.dk, l], Strided::rows(qs, d.dk), kt, s, l);
+    }
+    keep(Capture::Raw, s);
+    if softcap > T::ZERO {
+        for x in s.iter_mut() {
+            *x = softcap * (*x / softcap).tanh();
+        }
+    }
+    keep(Capture::Capped, s);
+    buf.iter_mut().for_each(|x| *x = T::ZERO);
+    bias(b, h, buf)?;
+    s.iter_mut().zip(buf.iter()).for_each(|(x, &m)| *x = *x + m);
+    keep(Capture::Biased, s);
+    if l > 0 {
+        for (row, brow) in s.chunks_exact_mut(l).zip(buf.chunks_exact(l)) {
+            if brow.iter().all(|&m| m == T::NEG_INFINITY) {
+                row.iter_mut().for_each(|x| *x = T::ZERO);
+            } else {
+                softmax_row(row);
             }
         }
     }
-    Ok((y, kept))
+    keep(Capture::Probs, s);
+    if sq > 0 && l > 0 && d.dv > 0 {
+        let p = Strided::rows(s, l);
+        T::gemm_acc(1.0, [sq, l, d.dv], p, Strided::rows(vs, d.dv), y, d.dv);
+    }
+    Ok(())
 }
 
 /// A [B, S, H·D] tensor's data as heads-first [B, H, S, D], each element times `mul`.

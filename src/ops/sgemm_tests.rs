@@ -334,4 +334,3 @@ fn sgemm_timing() {
         );
     }
 }
-

@@ -223,7 +223,7 @@ pub(super) fn gqa<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> 
         dk: d,
         dv: d,
     };
-    let mut fill = |bi: usize, h: usize, buf: &mut [T]| -> Result<(), String> {
+    let fill = |bi: usize, h: usize, buf: &mut [T]| -> Result<(), String> {
         if let Some(ab) = &attn_bias {
             // [S, total] into the [S, lp] rows.
             let tl = total as usize;
@@ -259,7 +259,7 @@ pub(super) fn gqa<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> 
         &present_v,
         softcap,
         Capture::None,
-        &mut fill,
+        &fill,
     )?;
     let y = wrap(GQA, &[b, s, hq * d], merge_heads(&y, b, hq, s, d))?;
     outputs(

@@ -235,7 +235,7 @@ pub(super) fn attention_typed<T: AttnFloat>(
     let (left, right) = (a.left_window_size, a.right_window_size);
     let causal = a.is_causal;
     let sq_i = sq as i64;
-    let mut bias = |bi: usize, h: usize, buf: &mut [T]| -> Result<(), String> {
+    let bias = |bi: usize, h: usize, buf: &mut [T]| -> Result<(), String> {
         if let Some(m) = &mask {
             m.fill(bi, h, buf);
         }
@@ -264,7 +264,7 @@ pub(super) fn attention_typed<T: AttnFloat>(
         Ok(())
     };
     let softcap = T::from_f64(a.softcap as f64);
-    let (y, qk) = attend(&dims, &q, &ks, &v, softcap, capture, &mut bias)?;
+    let (y, qk) = attend(&dims, &q, &ks, &v, softcap, capture, &bias)?;
 
     let y = if rank == 3 {
         merge_heads(&y, b, hq, sq, dv)
