@@ -67,7 +67,7 @@ pub fn split(units: usize, work: usize) -> Option<usize> {
 /// Calls `f` on `parts` consecutive ranges covering `0..units`, in parallel (inside the pool
 /// [`split`] found), and returns when all are done.
 pub fn for_each_part(units: usize, parts: usize, f: impl Fn(Range<usize>) + Sync) {
-    let range = |p: usize| p * units / parts..(p + 1) * units / parts;
+    let range = |p: usize| part(p, units, parts);
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
@@ -75,6 +75,12 @@ pub fn for_each_part(units: usize, parts: usize, f: impl Fn(Range<usize>) + Sync
     }
     #[cfg(target_arch = "wasm32")]
     (0..parts).for_each(|p| f(range(p)));
+}
+
+/// The units of part `p` when `units` split into `parts` ([`for_each_part`], [`for_each_rows`]):
+/// consecutive, sizes differing by at most one.
+pub fn part(p: usize, units: usize, parts: usize) -> Range<usize> {
+    p * units / parts..(p + 1) * units / parts
 }
 
 /// [`for_each_part`] over a buffer of `units` rows of `row` elements (`data.len() / row` of
@@ -90,7 +96,7 @@ pub fn for_each_rows<T: Send>(
     let mut pieces = Vec::with_capacity(parts);
     let mut rest = data;
     for p in 0..parts {
-        let rows = p * units / parts..(p + 1) * units / parts;
+        let rows = part(p, units, parts);
         let (mine, tail) = rest.split_at_mut(rows.len() * row);
         pieces.push((rows, mine));
         rest = tail;

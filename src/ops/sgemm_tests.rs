@@ -241,6 +241,34 @@ fn threads_give_the_same_bits() {
     }
 }
 
+#[test]
+fn small_product_threads_give_the_same_bits() {
+    // Threads split the columns (64 at a time, the last unit ragged) and each element's sum
+    // keeps its order: 2 and 3 threads give the one-thread result exactly, at 1 and 2 rows.
+    let (k, n) = (768, 2304 + 37);
+    for m in [1usize, 2] {
+        let a = fill(m * k, 7);
+        let b = fill(k * n, 8);
+        let product = || {
+            let mut y = vec![f32::NAN; m * n];
+            let done = super::small_sgemm(&a, &b, &mut y, m, k, n);
+            (done, y)
+        };
+        let (done, one) = product();
+        if !done {
+            return; // no AVX2 + FMA here: the caller's fallback runs instead
+        }
+        for threads in [2, 3] {
+            let (_, many) = crate::threads::with_threads(threads, product).unwrap();
+            let same = one
+                .iter()
+                .zip(&many)
+                .all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(same, "{m}x{k}x{n} at {threads} threads");
+        }
+    }
+}
+
 /// Throughput of the small-product kernel against the packed one (best ISA, and AVX2) at
 /// transformer shapes: what `SMALL_M` is chosen from. Timing, not a test of behaviour:
 /// `cargo test --release --lib sgemm_timing -- --ignored --nocapture`.
@@ -284,10 +312,11 @@ fn sgemm_timing() {
         for _ in 0..reps {
             // SAFETY: AVX-512F, or AVX2 and FMA, checked (`supports`).
             unsafe {
+                let all = super::small::Window::all(n);
                 if supports(Isa::Avx512) {
-                    super::small::sgemm_avx512(&a, &b, &mut y, m, k, n)
+                    super::small::window_avx512(&a, &b, &mut y, m, k, all)
                 } else {
-                    super::small::sgemm_avx2(&a, &b, &mut y, m, k, n)
+                    super::small::window_avx2(&a, &b, &mut y, m, k, all)
                 }
             };
         }
