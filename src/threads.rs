@@ -83,21 +83,25 @@ pub fn part(p: usize, units: usize, parts: usize) -> Range<usize> {
     p * units / parts..(p + 1) * units / parts
 }
 
-/// [`for_each_part`] over a buffer of `units` rows of `row` elements (`data.len() / row` of
-/// them): part p gets its range of rows and those rows of `data`, to write. The first error any
-/// part returns is the result.
+/// [`for_each_part`] over a buffer of rows of `row` elements (`data.len().div_ceil(row)` of
+/// them, the last one possibly short): part p gets its range of rows and those rows of `data`,
+/// to write. The first error any part returns is the result.
 pub fn for_each_rows<T: Send>(
     data: &mut [T],
     row: usize,
     parts: usize,
     f: impl Fn(Range<usize>, &mut [T]) -> Result<(), String> + Sync,
 ) -> Result<(), String> {
-    let units = data.len().checked_div(row).unwrap_or(0);
+    let units = if row == 0 {
+        0
+    } else {
+        data.len().div_ceil(row)
+    };
     let mut pieces = Vec::with_capacity(parts);
     let mut rest = data;
     for p in 0..parts {
         let rows = part(p, units, parts);
-        let (mine, tail) = rest.split_at_mut(rows.len() * row);
+        let (mine, tail) = rest.split_at_mut((rows.len() * row).min(rest.len()));
         pieces.push((rows, mine));
         rest = tail;
     }
@@ -149,20 +153,20 @@ mod tests {
 
     #[test]
     fn row_parts_get_their_own_rows_and_errors_come_back() {
-        // 7 rows of 3: each part writes its row numbers into exactly its rows.
-        let mut data = vec![usize::MAX; 21];
+        // 7 rows of 3 and a short eighth: each part writes its row numbers into its rows.
+        let mut data = vec![usize::MAX; 23];
         with_threads(3, || {
             for_each_rows(&mut data, 3, 3, |rows, piece| {
-                assert_eq!(piece.len(), rows.len() * 3);
+                assert_eq!(piece.len(), (rows.len() * 3).min(23 - rows.start * 3));
                 for (i, r) in rows.enumerate() {
-                    piece[i * 3..][..3].fill(r);
+                    piece[i * 3..].iter_mut().take(3).for_each(|x| *x = r);
                 }
                 Ok(())
             })
         })
         .unwrap()
         .unwrap();
-        assert_eq!(data, (0..21).map(|i| i / 3).collect::<Vec<_>>());
+        assert_eq!(data, (0..23).map(|i| i / 3).collect::<Vec<_>>());
         let failed = for_each_rows(&mut data, 3, 2, |rows, _| match rows.start {
             0 => Ok(()),
             _ => Err("part 1 failed".to_string()),

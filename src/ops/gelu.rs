@@ -117,7 +117,7 @@ fn erf_form() -> impl Fn(f32) -> f32 + Copy {
 
 /// `f(x + bias)` over `x`, `bias` (when given) 1-D along the last dim; one pass. Generic in `f`
 /// so that it inlines into the loop.
-fn biased_map<T: Real, F: Fn(T) -> T>(
+fn biased_map<T: Real + Send + Sync, F: Fn(T) -> T + Sync>(
     ctx: &KernelCtx,
     op: &str,
     x: &ArrayD<T>,
@@ -139,28 +139,47 @@ fn biased_map<T: Real, F: Fn(T) -> T>(
         }
     };
     let mut y = vec![T::ZERO; xs.len()];
-    // The widest vectors the CPU has (`simd`): the erf and tanh forms are branch-free arithmetic.
-    // One closure per case, each a plain loop, so that each compiles into the tier's function.
-    match &b {
-        None => super::simd::widest(
-            #[cfg_attr(target_arch = "x86_64", inline(always))]
-            || {
-                for (o, &v) in y.iter_mut().zip(xs.iter()) {
-                    *o = f(v);
-                }
-            },
-        ),
-        Some(b) if !b.is_empty() => super::simd::widest(
-            #[cfg_attr(target_arch = "x86_64", inline(always))]
-            || {
-                for (yr, xr) in y.chunks_exact_mut(b.len()).zip(xs.chunks_exact(b.len())) {
-                    for ((o, &v), &c) in yr.iter_mut().zip(xr).zip(b.iter()) {
-                        *o = f(v + c);
+    // Rows of the bias's length (or runs of 4096 elements without one), split between threads
+    // inside a pool of several (`--threads`): each element is computed the same way anywhere.
+    let row = match &b {
+        Some(b) => b.len(),
+        None => 4096,
+    };
+    if row == 0 || xs.is_empty() {
+        return shaped(op, shape, y);
+    }
+    let run = |rows: std::ops::Range<usize>, ys: &mut [T]| -> Result<(), String> {
+        let xs = &xs[rows.start * row..][..ys.len()];
+        // The widest vectors the CPU has (`simd`): the erf and tanh forms are branch-free
+        // arithmetic. One closure per case, each a plain loop, so that each compiles into the
+        // tier's function.
+        match &b {
+            None => super::simd::widest(
+                #[cfg_attr(target_arch = "x86_64", inline(always))]
+                || {
+                    for (o, &v) in ys.iter_mut().zip(xs.iter()) {
+                        *o = f(v);
                     }
-                }
-            },
-        ),
-        Some(_) => {}
+                },
+            ),
+            Some(b) => super::simd::widest(
+                #[cfg_attr(target_arch = "x86_64", inline(always))]
+                || {
+                    for (yr, xr) in ys.chunks_exact_mut(b.len()).zip(xs.chunks_exact(b.len())) {
+                        for ((o, &v), &c) in yr.iter_mut().zip(xr).zip(b.iter()) {
+                            *o = f(v + c);
+                        }
+                    }
+                },
+            ),
+        }
+        Ok(())
+    };
+    // About 16 multiply-adds' worth per element (a tanh or erf polynomial).
+    let units = xs.len().div_ceil(row);
+    match crate::threads::split(units, xs.len() * 16) {
+        Some(parts) => crate::threads::for_each_rows(&mut y, row, parts, run)?,
+        None => run(0..units, &mut y)?,
     }
     shaped(op, shape, y)
 }
@@ -170,8 +189,8 @@ fn activation(
     inputs: &[Option<&Tensor>],
     op: &str,
     bias_required: bool,
-    f32_fn: impl Fn(f32) -> f32,
-    f64_fn: impl Fn(f64) -> f64,
+    f32_fn: impl Fn(f32) -> f32 + Sync,
+    f64_fn: impl Fn(f64) -> f64 + Sync,
 ) -> KernelResult {
     let x = input(op, inputs, 0)?;
     if bias_required {

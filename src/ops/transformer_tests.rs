@@ -554,6 +554,38 @@ fn fast_gelu_tanh_form_with_and_without_bias() {
     assert_eq!(y.unwrap().shape(), &[2, 0]);
 }
 
+/// Inside a pool of threads FastGelu's rows split between them (with a bias, and without one in
+/// runs of 4096 elements, the last one short): the same bits as on one thread.
+#[test]
+fn fast_gelu_threads_give_the_same_bits() {
+    let (rows, h) = (97, 3072);
+    let x = f32s(&[rows, h], &wave(rows * h, 0.37));
+    let bias = f32s(&[h], &wave(h, 0.11));
+    for ins in [vec![Some(&x)], vec![Some(&x), Some(&bias)]] {
+        let one = one_out(fast_gelu, "FastGelu", &ins).unwrap();
+        for threads in [2, 3] {
+            let many = crate::threads::with_threads(threads, || {
+                assert!(crate::threads::split(rows, rows * h * 16).is_some());
+                one_out(fast_gelu, "FastGelu", &ins).unwrap()
+            })
+            .unwrap();
+            let bits = |t: &Tensor| {
+                t.as_f32()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                bits(&one),
+                bits(&many),
+                "{} inputs, {threads} threads",
+                ins.len()
+            );
+        }
+    }
+}
+
 #[test]
 fn gelu_family_errors() {
     let x = f32s(&[2, 3], &[0.; 6]);
