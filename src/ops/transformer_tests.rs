@@ -358,6 +358,41 @@ fn skip_layer_norm_matches_add_then_layer_norm() {
     }
 }
 
+/// Inside a pool of threads SkipLayerNormalization's rows split between them (no statistics
+/// asked for; the residual sum, output 3, is still written): the same bits as on one thread.
+#[test]
+fn skip_layer_norm_threads_give_the_same_bits() {
+    let (rows, h) = (1400, 768);
+    let x = f32s(&[rows, h], &wave(rows * h, 0.2));
+    let skip = f32s(&[rows, h], &wave(rows * h, 4.4));
+    let (g, b, c) = (
+        f32s(&[h], &wave(h, 0.7)),
+        f32s(&[h], &wave(h, 1.9)),
+        f32s(&[h], &wave(h, 3.1)),
+    );
+    let mut n = node("SkipLayerNormalization", MS_DOMAIN, vec![], 4, &[]);
+    n.outputs[1] = None;
+    n.outputs[2] = None;
+    let ins = [Some(&x), Some(&skip), Some(&g), Some(&b), Some(&c)];
+    let one = run(skip_layer_norm, &n, &ins).unwrap();
+    let bits = |t: &Tensor| {
+        t.as_f32()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    for threads in [2, 3] {
+        let many = crate::threads::with_threads(threads, || {
+            assert!(crate::threads::split(rows, rows * h * 4).is_some());
+            run(skip_layer_norm, &n, &ins).unwrap()
+        })
+        .unwrap();
+        assert_eq!(bits(&one[0]), bits(&many[0]), "y at {threads} threads");
+        assert_eq!(bits(&one[3]), bits(&many[3]), "sum at {threads} threads");
+    }
+}
+
 #[test]
 fn skip_layer_norm_optional_outputs_and_f64() {
     let x = f64s(&[2, 3], &[1., 2., 3., 4., 5., 9.]);
