@@ -102,7 +102,7 @@ struct BenchReport {
     dispatches: Option<Pair<usize>>,
     runs: usize,
     clock: Clock,
-    /// Threads the reference backend's matrix products used (`--threads`).
+    /// Threads the reference backend's kernels could use (`--threads`).
     threads: usize,
     original: Timing,
     optimized: Timing,

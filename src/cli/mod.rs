@@ -140,9 +140,9 @@ pub(crate) struct RunArgs {
     /// Seed for random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Threads the reference backend's matrix products may use: 1 runs everything on this
-    /// thread; N splits each large product's columns over a pool of N (the results are the same
-    /// bit for bit at any count).
+    /// Threads the reference backend's kernels may use: 1 runs everything on this thread; N
+    /// splits large matrix products (by columns), attention (by heads) and the FastGelu and
+    /// skip-norm rows over a pool of N (the results are the same bit for bit at any count).
     #[arg(long, default_value_t = 1)]
     threads: usize,
     #[command(flatten)]
