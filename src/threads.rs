@@ -67,14 +67,15 @@ pub fn split(units: usize, work: usize) -> Option<usize> {
 /// Calls `f` on `parts` consecutive ranges covering `0..units`, in parallel (inside the pool
 /// [`split`] found), and returns when all are done.
 pub fn for_each_part(units: usize, parts: usize, f: impl Fn(Range<usize>) + Sync) {
-    let range = |p: usize| part(p, units, parts);
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
-        (0..parts).into_par_iter().for_each(|p| f(range(p)));
+        (0..parts)
+            .into_par_iter()
+            .for_each(|p| f(part(p, units, parts)));
     }
     #[cfg(target_arch = "wasm32")]
-    (0..parts).for_each(|p| f(range(p)));
+    (0..parts).for_each(|p| f(part(p, units, parts)));
 }
 
 /// The units of part `p` when `units` split into `parts` ([`for_each_part`], [`for_each_rows`]):

@@ -273,6 +273,11 @@ pub mod test_util {
     pub fn f32s(shape: &[usize], v: &[f32]) -> Tensor {
         Tensor::F32(ArrayD::from_shape_vec(IxDyn(shape), v.to_vec()).unwrap())
     }
+    /// A float32 tensor's elements as bits: equal only where every element is the same float
+    /// (the thread-count tests compare results bit for bit).
+    pub fn f32_bits(t: &Tensor) -> Vec<u32> {
+        t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect()
+    }
     pub fn f64s(shape: &[usize], v: &[f64]) -> Tensor {
         Tensor::F64(ArrayD::from_shape_vec(IxDyn(shape), v.to_vec()).unwrap())
     }

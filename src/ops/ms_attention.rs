@@ -486,8 +486,8 @@ fn mha<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
     // The padding and causal part depends on the batch only: [S, L] rows built once per batch
     // here, copied into every head's buffer.
     let per_batch: Vec<T> = if (mask.is_some() || causal) && l > 0 {
-        let mut rows = vec![T::ZERO; b * s * l];
-        for (bi, block) in rows.chunks_exact_mut(s * l).enumerate() {
+        let mut table = vec![T::ZERO; b * s * l];
+        for (bi, block) in table.chunks_exact_mut(s * l).enumerate() {
             for (i, row) in block.chunks_exact_mut(l).enumerate() {
                 for (j, x) in row.iter_mut().enumerate() {
                     let hidden = match &mask {
@@ -505,7 +505,7 @@ fn mha<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
                 }
             }
         }
-        rows
+        table
     } else {
         Vec::new()
     };

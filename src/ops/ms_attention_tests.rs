@@ -283,8 +283,6 @@ fn mha_threads_give_the_same_bits() {
             run(&node, &ins).unwrap()
         })
         .unwrap();
-        let bits =
-            |t: &Tensor| -> Vec<u32> { t.as_f32().unwrap().iter().map(|x| x.to_bits()).collect() };
-        assert_eq!(bits(&one[0]), bits(&many[0]), "{threads} threads");
+        assert_eq!(f32_bits(&one[0]), f32_bits(&many[0]), "{threads} threads");
     }
 }

@@ -138,47 +138,28 @@ pub(super) fn attend<T: AttnFloat>(
     }
     let units = d.batch * d.q_heads;
     let mut y = vec![T::ZERO; units * sq * d.dv];
+    // Heads `heads` into their rows `ys` of the output (and of the captured scores, if any).
+    let run = |heads: std::ops::Range<usize>, ys: &mut [T], mut kept: Option<&mut [T]>| {
+        let (mut s, mut buf) = (vec![T::ZERO; sq * l], vec![T::ZERO; sq * l]);
+        for (i, bh) in heads.enumerate() {
+            let yh = &mut ys[i * sq * d.dv..][..sq * d.dv];
+            let kh = kept.as_deref_mut().map(|k| &mut k[i * sq * l..][..sq * l]);
+            let scratch = (&mut s[..], &mut buf[..]);
+            head(d, (q, k, v), softcap, (capture, kh), bias, bh, yh, scratch)?;
+        }
+        Ok::<(), String>(())
+    };
     if capture != Capture::None {
         let mut kept = vec![T::ZERO; units * sq * l];
-        let (mut s, mut buf) = (vec![T::ZERO; sq * l], vec![T::ZERO; sq * l]);
-        for bh in 0..units {
-            let yh = &mut y[bh * sq * d.dv..][..sq * d.dv];
-            let kh = Some(&mut kept[bh * sq * l..][..sq * l]);
-            head(
-                d,
-                (q, k, v),
-                softcap,
-                (capture, kh),
-                bias,
-                bh,
-                yh,
-                (&mut s, &mut buf),
-            )?;
-        }
+        run(0..units, &mut y, Some(&mut kept))?;
         return Ok((y, kept));
     }
-    let run = |heads: std::ops::Range<usize>, ys: &mut [T]| -> Result<(), String> {
-        let (mut s, mut buf) = (vec![T::ZERO; sq * l], vec![T::ZERO; sq * l]);
-        let per = sq * d.dv;
-        for (i, bh) in heads.enumerate() {
-            let yh = &mut ys[i * per..][..per];
-            head(
-                d,
-                (q, k, v),
-                softcap,
-                (capture, None),
-                bias,
-                bh,
-                yh,
-                (&mut s, &mut buf),
-            )?;
-        }
-        Ok(())
-    };
     let work = units * sq * l * (d.dk + d.dv);
     match crate::threads::split(units, work) {
-        Some(parts) => crate::threads::for_each_rows(&mut y, sq * d.dv, parts, run)?,
-        None => run(0..units, &mut y)?,
+        Some(parts) => {
+            crate::threads::for_each_rows(&mut y, sq * d.dv, parts, |r, ys| run(r, ys, None))?
+        }
+        None => run(0..units, &mut y, None)?,
     }
     Ok((y, Vec::new()))
 }

@@ -375,21 +375,22 @@ fn skip_layer_norm_threads_give_the_same_bits() {
     n.outputs[2] = None;
     let ins = [Some(&x), Some(&skip), Some(&g), Some(&b), Some(&c)];
     let one = run(skip_layer_norm, &n, &ins).unwrap();
-    let bits = |t: &Tensor| {
-        t.as_f32()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect::<Vec<_>>()
-    };
     for threads in [2, 3] {
         let many = crate::threads::with_threads(threads, || {
             assert!(crate::threads::split(rows, rows * h * 4).is_some());
             run(skip_layer_norm, &n, &ins).unwrap()
         })
         .unwrap();
-        assert_eq!(bits(&one[0]), bits(&many[0]), "y at {threads} threads");
-        assert_eq!(bits(&one[3]), bits(&many[3]), "sum at {threads} threads");
+        assert_eq!(
+            f32_bits(&one[0]),
+            f32_bits(&many[0]),
+            "y at {threads} threads"
+        );
+        assert_eq!(
+            f32_bits(&one[3]),
+            f32_bits(&many[3]),
+            "sum at {threads} threads"
+        );
     }
 }
 
@@ -604,16 +605,9 @@ fn fast_gelu_threads_give_the_same_bits() {
                 one_out(fast_gelu, "FastGelu", &ins).unwrap()
             })
             .unwrap();
-            let bits = |t: &Tensor| {
-                t.as_f32()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect::<Vec<_>>()
-            };
             assert_eq!(
-                bits(&one),
-                bits(&many),
+                f32_bits(&one),
+                f32_bits(&many),
                 "{} inputs, {threads} threads",
                 ins.len()
             );

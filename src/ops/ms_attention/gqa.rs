@@ -94,7 +94,7 @@ pub(super) fn gqa<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> 
                 v.extend_from_slice(&row[(hq + hkv) * d..]);
             }
         }
-        (q, k, v)
+        (Cow::Owned(q), Cow::Owned(k), Cow::Owned(v))
     } else {
         let (kt, vt) = (input(GQA, inputs, 1)?, input(GQA, inputs, 2)?);
         let want = [b, s, hkv * d];
@@ -106,9 +106,9 @@ pub(super) fn gqa<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> 
             ));
         }
         (
-            data::<T>(GQA, qt, "query")?.into_owned(),
-            data::<T>(GQA, kt, "key")?.into_owned(),
-            data::<T>(GQA, vt, "value")?.into_owned(),
+            data::<T>(GQA, qt, "query")?,
+            data::<T>(GQA, kt, "key")?,
+            data::<T>(GQA, vt, "value")?,
         )
     };
     let seqlens = match input(GQA, inputs, 5)? {
