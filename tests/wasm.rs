@@ -614,3 +614,118 @@ async fn resnet_block_on_webgpu_matches_the_reference_backend() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// The wasm build's MatMul kernels (the SIMD128 packed GEMM, its prepacked-B path, the
+/// small-product window and the thin paths) against a float64 triple loop: edges in every
+/// dimension, panels deeper than `KC` and wider than `NC`, transposed operands, alpha, and
+/// accumulation into C with a row stride past its width (the gap must stay untouched).
+#[wasm_bindgen_test]
+fn simd128_gemm_matches_the_triple_loop() {
+    use fuselab::ops::sgemm::{self, Isa, PackedB, Strided};
+    assert_eq!(sgemm::best_isa(), Some(Isa::Simd128));
+    let fill = |len: usize, seed: u32| -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    };
+    let naive = |[m, k, n]: [usize; 3],
+                 alpha: f32,
+                 a: Strided<f32>,
+                 b: Strided<f32>,
+                 c: &mut [f32],
+                 ldc: usize| {
+        for i in 0..m {
+            for j in 0..n {
+                let s: f64 = (0..k)
+                    .map(|p| {
+                        a.data[i * a.rs + p * a.cs] as f64 * b.data[p * b.rs + j * b.cs] as f64
+                    })
+                    .sum();
+                c[i * ldc + j] += alpha * s as f32;
+            }
+        }
+    };
+    let shapes = [
+        [1, 1, 1],
+        [1, 576, 100],
+        [2, 300, 37],
+        [3, 70, 45],
+        [4, 256, 8],
+        [13, 7, 33],
+        [5, 300, 17],
+        [150, 520, 70],
+        [7, 3, 3100],
+        [40, 700, 4],
+        [3, 300, 1],
+    ];
+    for (t, &[m, k, n]) in shapes.iter().enumerate() {
+        for (ta, tb) in [(false, false), (true, false), (false, true)] {
+            let ad = fill(m * k, t as u32 * 7 + 1);
+            let bd = fill(k * n, t as u32 * 7 + 2);
+            let a = if ta {
+                Strided::rows(&ad, m).t()
+            } else {
+                Strided::rows(&ad, k)
+            };
+            let b = if tb {
+                Strided::rows(&bd, k).t()
+            } else {
+                Strided::rows(&bd, n)
+            };
+            let ldc = n + 3;
+            let c0 = fill(m * ldc, t as u32 * 7 + 3);
+            let mut want = c0.clone();
+            naive([m, k, n], 0.5, a, b, &mut want, ldc);
+            let mut got = c0.clone();
+            assert!(sgemm::sgemm([m, k, n], 0.5, a, b, &mut got, ldc));
+            let mut packed = c0.clone();
+            if let Some(pb) = PackedB::new(b, k, n) {
+                sgemm::sgemm_packed_b(m, 0.5, a, &pb, &mut packed, ldc);
+            } else {
+                packed.clone_from(&got);
+            }
+            for (name, out) in [("sgemm", &got), ("packed B", &packed)] {
+                for i in 0..m {
+                    for j in 0..ldc {
+                        let (g, w) = (out[i * ldc + j], want[i * ldc + j]);
+                        let tol = if j < n {
+                            1e-4 * (1.0 + k as f32).sqrt()
+                        } else {
+                            0.0
+                        };
+                        assert!(
+                            (g - w).abs() <= tol,
+                            "{name} {m}x{k}x{n} ta={ta} tb={tb} at ({i},{j}): {g} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
+        if m <= 2 {
+            let (ad, bd) = (fill(m * k, t as u32 + 11), fill(k * n, t as u32 + 12));
+            let mut want = vec![0f32; m * n];
+            naive(
+                [m, k, n],
+                1.0,
+                Strided::rows(&ad, k),
+                Strided::rows(&bd, n),
+                &mut want,
+                n,
+            );
+            let mut got = vec![f32::NAN; m * n];
+            assert!(sgemm::small_sgemm(&ad, &bd, &mut got, m, k, n));
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-4 * (1.0 + k as f32).sqrt(),
+                    "small {m}x{k}x{n}: {g} vs {w}"
+                );
+            }
+        }
+    }
+}

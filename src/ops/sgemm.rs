@@ -1,4 +1,4 @@
-//! A packed, cache-blocked float32 GEMM for x86-64: `c += alpha · a · b`.
+//! A packed, cache-blocked float32 GEMM for x86-64 and wasm32 SIMD128: `c += alpha · a · b`.
 //!
 //! The loop nest is the classic one (Goto/BLIS): B is packed a `KC x NC` panel at a time into
 //! column strips `NR` wide, A a `MC x KC` block at a time into row strips `MR` tall, and a
@@ -6,13 +6,14 @@
 //! strips are contiguous per `k`, so the micro-kernel's inner loop is `NR / lanes` vector loads
 //! of B, `MR` broadcasts of A and `MR · NR / lanes` fused multiply-adds, with every accumulator in
 //! a register: 12 x 32 (24 of the 32 zmm registers) with AVX-512F, 6 x 16 (12 of 16 ymm) with
-//! AVX2 + FMA. Edges are packed with zeros and computed into a scratch tile.
+//! AVX2 + FMA, and a smaller tile for wasm's 128-bit vectors (`sgemm_wasm.rs`). Edges are packed
+//! with zeros and computed into a scratch tile.
 //!
 //! `small_sgemm` is the other kernel here: few rows of A (MatMul at small batch x sequence) with
 //! no packing at all, AVX2 + FMA tiles of one row of B.
 //!
 //! The packing buffers are per thread and kept between calls, so a steady-state run allocates
-//! nothing here. Other targets (wasm32) and CPUs without these features use the caller's
+//! nothing here. Other targets and CPUs without these features use the caller's
 //! fallback (matrixmultiply through ndarray). Products of a column-major (transposed) operand
 //! pack by gathering; the micro-kernels never see strides.
 
@@ -72,6 +73,9 @@ impl<'a, T: Copy> Strided<'a, T> {
 pub enum Isa {
     Avx512,
     Avx2,
+    /// wasm32 with 128-bit SIMD (the npm package's build): no fused multiply-add, so a
+    /// multiply and an add per step.
+    Simd128,
 }
 
 /// The best micro-kernel this CPU runs, if any.
@@ -86,6 +90,9 @@ pub fn best_isa() -> Option<Isa> {
             return Some(Isa::Avx2);
         }
     }
+    if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+        return Some(Isa::Simd128);
+    }
     None
 }
 
@@ -93,7 +100,8 @@ pub fn best_isa() -> Option<Isa> {
 pub fn supports(isa: Isa) -> bool {
     match (isa, best_isa()) {
         (_, None) => false,
-        (Isa::Avx2, Some(_)) => true,
+        (Isa::Simd128, Some(best)) => best == Isa::Simd128,
+        (Isa::Avx2, Some(best)) => best != Isa::Simd128,
         (Isa::Avx512, Some(best)) => best == Isa::Avx512,
     }
 }
@@ -276,6 +284,7 @@ fn tile(isa: Isa) -> (usize, usize) {
     match isa {
         Isa::Avx512 => (12, 32),
         Isa::Avx2 => (6, 16),
+        Isa::Simd128 => (wasm::MR, wasm::NR),
     }
 }
 
@@ -606,28 +615,27 @@ unsafe fn micro(
     c: *mut f32,
     ldc: usize,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let (mr, nr) = tile(isa);
-        assert!(a.len() >= kc * mr && ldc >= nr);
-        assert!(kc > 0 && ldb >= nr && b.len() >= (kc - 1) * ldb + nr);
-        // SAFETY: `sgemm_with` checked that the CPU has the kernel's features, the lengths just
-        // asserted are every offset the kernel reads of A and B, and C is the caller's promise.
-        unsafe {
-            let (a, b) = (a.as_ptr(), b.as_ptr());
-            match isa {
-                Isa::Avx512 => x86::k12x32(kc, a, b, ldb, c, ldc),
-                Isa::Avx2 => x86::k6x16(kc, a, b, ldb, c, ldc),
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (isa, kc, a, b, ldb, c, ldc);
-        unreachable!("sgemm: no micro-kernel on this target");
+    let (mr, nr) = tile(isa);
+    assert!(a.len() >= kc * mr && ldc >= nr);
+    assert!(kc > 0 && ldb >= nr && b.len() >= (kc - 1) * ldb + nr);
+    let (a, b) = (a.as_ptr(), b.as_ptr());
+    // SAFETY (each arm): `sgemm_with` / `PackedA::new` / `PackedB::new_with` checked that this
+    // target has the kernel's features, the lengths just asserted are every offset the kernel
+    // reads of A and B, and C is the caller's promise.
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { x86::k12x32(kc, a, b, ldb, c, ldc) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { x86::k6x16(kc, a, b, ldb, c, ldc) },
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Isa::Simd128 => unsafe { wasm::kernel(kc, a, b, ldb, c, ldc) },
+        #[allow(unreachable_patterns)]
+        _ => unreachable!("sgemm: no {isa:?} micro-kernel on this target"),
     }
 }
 
+#[path = "sgemm_wasm.rs"]
+mod wasm;
 #[cfg(target_arch = "x86_64")]
 #[path = "sgemm_x86.rs"]
 mod x86;

@@ -1,12 +1,15 @@
 //! The small-product kernel: `y = a · b` for up to `SMALL_M` rows of A (a decode step's one
-//! token) with no packing at all, B streamed row by row through AVX-512 or AVX2 + FMA.
+//! token) with no packing at all, B streamed row by row through AVX-512 or AVX2 + FMA, or (in
+//! the wasm build) SIMD128.
+
+use super::thin::madd;
 
 /// Largest `m` the small-product kernel takes. It streams B once, row by row; the packed kernel
 /// walks strips of B's columns down its rows, which at one row of A leaves it waiting on memory
 /// (with its prefetch) but from 3 rows on is faster. GFLOP/s on this project's AVX-512 machine,
 /// small against packed (`sgemm_timing` in `sgemm_tests.rs`, 2026-12-06): 1x768x2304 16.6 /
 /// 7.6, 1x768x50257 13.9 / 3.1, 2x768x2304 27.1 / 26.1, 3x768x2304 35.8 / 38.9.
-#[cfg(any(target_arch = "x86_64", test))]
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32", test))]
 const SMALL_M: usize = 2;
 
 /// Columns per unit of work when threads split the product (`--threads`): whole cache lines,
@@ -16,7 +19,7 @@ const UNIT_COLS: usize = 64;
 
 /// The columns of B and y one call computes: B's rows are `n` long, the call takes columns
 /// `j0..j0 + w` of them into `y`, whose rows are `ldy` apart.
-#[cfg(any(target_arch = "x86_64", test))]
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32", test))]
 #[derive(Clone, Copy)]
 pub(crate) struct Window {
     pub n: usize,
@@ -25,7 +28,7 @@ pub(crate) struct Window {
     pub ldy: usize,
 }
 
-#[cfg(any(target_arch = "x86_64", test))]
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32", test))]
 impl Window {
     /// All `n` columns into a row-major `[m, n]` y.
     pub(crate) fn all(n: usize) -> Window {
@@ -43,8 +46,8 @@ impl Window {
 type WindowFn = unsafe fn(&[f32], &[f32], &mut [f32], usize, usize, Window);
 
 /// `y = a · b` in float32 for few rows (a decode step's one token), on x86-64 with AVX2 and
-/// FMA: no packing at all, which at up to `SMALL_M` rows costs more than the product. Elsewhere
-/// (and for larger `m`) it returns false. Inside a pool of several threads the columns split
+/// FMA, and on wasm32: no packing at all, which at up to `SMALL_M` rows costs more than the
+/// product. Elsewhere (and for larger `m`) it returns false. Inside a pool of several threads the columns split
 /// between them, each streaming its part of every row of B; every element's sum keeps its
 /// order, so the result is the same bit for bit.
 pub fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: usize) -> bool {
@@ -91,6 +94,12 @@ pub fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: u
             return true;
         }
     }
+    #[cfg(target_arch = "wasm32")]
+    if m <= SMALL_M {
+        // One thread; the crate's target features (SIMD128) vectorize the window's loops.
+        sgemm_window(a, b, y, m, k, Window::all(n));
+        return true;
+    }
     let _ = (a, b, y, m, k, n);
     false
 }
@@ -126,12 +135,12 @@ pub(super) unsafe fn window_avx512(
 /// Columns of `y` computed at a time: `m` rows of up to 16384 floats (64 KiB each) stay in L2
 /// while B streams past once. A run of B's row this long crosses 16 pages, so the hardware
 /// prefetcher (which stops at page ends) keeps up; at 1024 columns it restarted every 4 KiB.
-#[cfg(any(target_arch = "x86_64", test))]
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32", test))]
 const CHUNK: usize = 16384;
 
 /// Rows of B read per pass over `y`: each element of `y` is loaded and stored once per
 /// `ROWS` fused multiply-adds instead of once per one.
-#[cfg(any(target_arch = "x86_64", test))]
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32", test))]
 const ROWS: usize = 4;
 
 /// `y = a · b` for row-major `a` [m, k], `b` [k, n] and `y` [m, n]: [`sgemm_window`] over all
@@ -148,7 +157,7 @@ pub(crate) fn sgemm_rows(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize
 /// in runs of up to `CHUNK` floats, which the hardware prefetcher follows; walking a narrow tile
 /// of columns down B instead jumps a whole row per step, and at one row of A that left the
 /// product waiting on memory.
-#[cfg(any(target_arch = "x86_64", test))]
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32", test))]
 #[inline(always)]
 fn sgemm_window(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, win: Window) {
     let Window { n, j0, w, ldy } = win;
@@ -167,7 +176,7 @@ fn sgemm_window(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, win: Wi
                 let yrow = &mut y[i * ldy + c0..][..cw];
                 for ((((s, &x0), &x1), &x2), &x3) in yrow.iter_mut().zip(b0).zip(b1).zip(b2).zip(b3)
                 {
-                    *s = a3.mul_add(x3, a2.mul_add(x2, a1.mul_add(x1, a0.mul_add(x0, *s))));
+                    *s = madd(a3, x3, madd(a2, x2, madd(a1, x1, madd(a0, x0, *s))));
                 }
             }
             p += ROWS;
@@ -178,7 +187,7 @@ fn sgemm_window(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, win: Wi
                 let av = a[i * k + p];
                 let yrow = &mut y[i * ldy + c0..][..cw];
                 for (s, &bv) in yrow.iter_mut().zip(bp) {
-                    *s = av.mul_add(bv, *s);
+                    *s = madd(av, bv, *s);
                 }
             }
         }

@@ -44,6 +44,7 @@ pub(super) fn dots(
             match isa {
                 Isa::Avx512 => wide(args, c),
                 Isa::Avx2 => narrow(args, c),
+                Isa::Simd128 => unreachable!("sgemm: no SIMD128 on x86-64"),
             }
         }
     }
@@ -76,6 +77,20 @@ fn dots_body((k, n, m, alpha, a, b, ldc): DotArgs, c: &mut [f32]) {
     }
 }
 
+/// `a · b + c`: one fused multiply-add on x86-64 (the callers' wrappers enable FMA); elsewhere a
+/// multiply and an add, which wasm's SIMD128 vectorizes (its `mul_add` is a software routine).
+#[inline(always)]
+pub(super) fn madd(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        a.mul_add(b, c)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        a * b + c
+    }
+}
+
 /// `Σ x[i]·y[i]` in 32 lanes (inlined into the caller's target features, so they vectorize).
 #[inline(always)]
 fn dot(x: &[f32], y: &[f32]) -> f32 {
@@ -89,7 +104,7 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
         .sum();
     for (xc, yc) in xs.zip(ys) {
         for l in 0..32 {
-            acc[l] = xc[l].mul_add(yc[l], acc[l]);
+            acc[l] = madd(xc[l], yc[l], acc[l]);
         }
     }
     acc.iter().sum::<f32>() + tail
@@ -143,13 +158,14 @@ pub(super) fn narrow(
                     match isa {
                         Isa::Avx512 => wide(args),
                         Isa::Avx2 => thin(args),
+                        Isa::Simd128 => unreachable!("sgemm: no SIMD128 on x86-64"),
                     }
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
             {
-                let _ = isa;
-                narrow_body::<6>(args)
+                debug_assert_eq!(super::tile(isa).0, super::wasm::MR);
+                narrow_body::<{ super::wasm::MR }>(args)
             }
             for (i, &v) in s.ap[..m].iter().enumerate() {
                 c[i * ldc + j] += v;
@@ -188,13 +204,13 @@ fn narrow_body<const MR: usize>(NarrowArgs { m, k, a, col, acc }: NarrowArgs) {
                         for (ap, xv) in quads.zip(xq) {
                             for (q, tq) in t.iter_mut().enumerate() {
                                 for (tv, &av) in tq.iter_mut().zip(&ap[q * MR..][..MR]) {
-                                    *tv = av.mul_add(xv[q], *tv);
+                                    *tv = madd(av, xv[q], *tv);
                                 }
                             }
                         }
                         for (ap, &xv) in rest.chunks_exact(MR).zip(xr) {
                             for (tv, &av) in t[0].iter_mut().zip(ap) {
-                                *tv = av.mul_add(xv, *tv);
+                                *tv = madd(av, xv, *tv);
                             }
                         }
                         let t: [f32; MR] =
@@ -222,11 +238,11 @@ fn narrow_body<const MR: usize>(NarrowArgs { m, k, a, col, acc }: NarrowArgs) {
                 let xv = alpha * xv;
                 if a.rs == 1 {
                     for (d, &av) in acc.iter_mut().zip(&a.data[p * a.cs..][..m]) {
-                        *d = av.mul_add(xv, *d);
+                        *d = madd(av, xv, *d);
                     }
                 } else {
                     for (i, d) in acc.iter_mut().enumerate() {
-                        *d = a.data[i * a.rs + p * a.cs].mul_add(xv, *d);
+                        *d = madd(a.data[i * a.rs + p * a.cs], xv, *d);
                     }
                 }
             }

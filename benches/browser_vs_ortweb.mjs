@@ -1,0 +1,161 @@
+// fuselab in the browser against onnxruntime-web (issue 16, item 5): in one headless Chromium
+// page, fuselab's wasm `Session` on its own optimized graph and onnxruntime-web 1.31's wasm EP on
+// the original model take turns run by run on identical inputs. Prints a markdown table: median
+// ms of each, their ratio, the largest output difference, and the time to load and optimize.
+// One browser per thread count (onnxruntime-web's `numThreads` is fixed at its first session).
+//
+//   node benches/browser_vs_ortweb.mjs [--runs N] [--threads 1] [--model FILE[:DIM=N,...]]...
+//     [--pkg DIR]   (needs pkg/, or DIR, from scripts/build_wasm.sh, and npm ci)
+// Without --model: gpt2_tiny and bert_tiny at 1×8 and 1×128. A model with external data
+// (tests/models/real/gpt2_small.onnx) is served with its .data file beside it.
+import { existsSync } from "node:fs";
+import { createServer } from "node:http";
+import { readFile } from "node:fs/promises";
+import { dirname, extname, join, normalize, relative, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { launch, within } from "../tests/js/browser.mjs";
+import { ortDist } from "../tests/js/ort_web.mjs";
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: "string", default: "20" },
+    threads: { type: "string", default: "1" },
+    model: { type: "string", multiple: true },
+    pkg: { type: "string", default: "pkg" },
+    help: { type: "boolean", default: false },
+  },
+});
+if (values.help) {
+  console.log("node benches/browser_vs_ortweb.mjs [--runs N] [--threads T] [--model FILE[:DIM=N,...]]... [--pkg DIR]");
+  process.exit(0);
+}
+const runs = Number(values.runs);
+const threads = Number(values.threads);
+if (!(runs >= 1) || !(threads >= 1)) throw new Error("--runs and --threads take positive numbers");
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const pkg = resolve(root, values.pkg);
+if (!existsSync(join(pkg, "fuselab_bg.wasm"))) throw new Error(`${pkg}/fuselab_bg.wasm missing: bash scripts/build_wasm.sh`);
+const cases = (values.model ?? [
+  "tests/models/gpt2_tiny.onnx:batch=1,seq=8",
+  "tests/models/gpt2_tiny.onnx:batch=1,seq=128",
+  "tests/models/bert_tiny.onnx:batch=1,seq=8",
+  "tests/models/bert_tiny.onnx:batch=1,seq=128",
+]).map((arg) => {
+  const [file, sizes = ""] = arg.split(":");
+  const dims = Object.fromEntries(sizes.split(",").filter(Boolean).map((kv) => kv.split("=")).map(([k, v]) => [k, Number(v)]));
+  return { file: relative(root, join(root, file)), dims };
+});
+
+// /ort/ → onnxruntime-web's dist, /pkg/ → fuselab's wasm package, /files/ → the repository
+// (models), cross-origin isolated so both runtimes may use threads.
+const mounts = { "/ort/": ortDist, "/pkg/": pkg, "/files/": root };
+const MIME = { ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm" };
+const server = createServer(async (req, res) => {
+  const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+  const headers = { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp" };
+  if (path === "/") return res.writeHead(200, { ...headers, "Content-Type": "text/html" }).end("<!doctype html><title>bench</title>");
+  const mount = Object.keys(mounts).find((m) => path.startsWith(m));
+  const file = mount && normalize(join(mounts[mount], path.slice(mount.length)));
+  if (!file || !file.startsWith(mounts[mount] + sep)) return res.writeHead(404).end();
+  try {
+    const body = await readFile(file);
+    res.writeHead(200, { ...headers, "Content-Type": MIME[extname(file)] ?? "application/octet-stream" }).end(body);
+  } catch {
+    res.writeHead(404).end();
+  }
+});
+await new Promise((r) => server.listen(0, "127.0.0.1", r));
+const browser = await launch();
+const page = await browser.newPage();
+page.on("console", (m) => m.type() === "error" && console.error(m.text()));
+page.on("pageerror", (e) => console.error(e));
+await page.goto(`http://127.0.0.1:${server.address().port}/`);
+const ua = await page.evaluate(async (threads) => {
+  const ort = await import("/ort/ort.wasm.min.mjs");
+  ort.env.wasm.wasmPaths = "/ort/";
+  ort.env.wasm.numThreads = threads;
+  const fl = await import("/pkg/fuselab.js");
+  await fl.default({ module_or_path: "/pkg/fuselab_bg.wasm" });
+  Object.assign(window, { ort, fl });
+  return navigator.userAgent;
+}, threads);
+
+console.log(`${ua.match(/Chrome\/[\d.]+/)?.[0] ?? ua}, onnxruntime-web 1.31.1 wasm EP, ${threads} thread(s), median of ${runs} interleaved runs\n`);
+console.log("| model | dims | nodes → fused | load + optimize ms | fuselab ms | onnxruntime-web ms | fuselab / ort-web | max diff |");
+console.log("|---|---|---|---:|---:|---:|---:|---:|");
+try {
+  for (const { file, dims } of cases) {
+    const hasData = existsSync(join(root, `${file}.data`));
+    const r = await within(1200000, file, page.evaluate(async ({ file, dims, runs, hasData }) => {
+      const { ort, fl } = window;
+      const fetchBytes = async (p) => new Uint8Array(await (await fetch(`/files/${p}`)).arrayBuffer());
+      const bytes = await fetchBytes(file);
+      const dataName = file.split("/").pop() + ".data";
+      const data = hasData ? await fetchBytes(`${file}.data`) : null;
+      let t = performance.now();
+      const model = fl.Model.load(bytes, data ? { [dataName]: data } : undefined);
+      const optimized = model.optimize({ dims, parity: false });
+      const m = optimized.model();
+      const session = m.session({ dims });
+      const loadMs = performance.now() - t;
+      const report = optimized.report();
+      const ortSession = await ort.InferenceSession.create(bytes, {
+        executionProviders: ["wasm"],
+        graphOptimizationLevel: "all",
+        ...(data ? { externalData: [{ path: dataName, data }] } : {}),
+      });
+      // Identical inputs: ids in [0, 16), masks all ones, positions 0..n, floats in [-1, 1).
+      let seed = 12345;
+      const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+      const ours = {}, theirs = {};
+      for (const meta of ortSession.inputMetadata) {
+        const shape = meta.shape.map((d) => (typeof d === "number" ? d : dims[d] ?? 1));
+        const n = shape.reduce((a, b) => a * b, 1);
+        const last = shape[shape.length - 1];
+        let arr;
+        if (meta.type === "int64") {
+          arr = BigInt64Array.from({ length: n }, (_, i) =>
+            BigInt(/mask/.test(meta.name) ? 1 : /type/.test(meta.name) ? 0 : /position/.test(meta.name) ? i % last : Math.floor(rand() * 16)));
+        } else if (meta.type === "float32") {
+          arr = Float32Array.from({ length: n }, () => rand() * 2 - 1);
+        } else {
+          throw new Error(`input ${meta.name}: type ${meta.type} not generated`);
+        }
+        ours[meta.name] = { dtype: meta.type, shape, data: arr };
+        theirs[meta.name] = new ort.Tensor(meta.type, arr, shape);
+      }
+      // Warm-up (fuselab packs constant weights at a node's second run), then take turns.
+      for (let i = 0; i < 3; i++) {
+        session.run(ours);
+        await ortSession.run(theirs);
+      }
+      const a = [], b = [];
+      let outA, outB;
+      for (let i = 0; i < runs; i++) {
+        t = performance.now();
+        outA = session.run(ours);
+        a.push(performance.now() - t);
+        t = performance.now();
+        outB = await ortSession.run(theirs);
+        b.push(performance.now() - t);
+      }
+      let diff = 0;
+      for (const [k, v] of Object.entries(outB)) {
+        const x = outA[k]?.data, y = v.data;
+        if (!x || x.length !== y.length) { diff = Infinity; break; }
+        for (let i = 0; i < y.length; i++) diff = Math.max(diff, Math.abs(Number(x[i]) - Number(y[i])));
+      }
+      await ortSession.release();
+      session.free();
+      const med = (v) => v.sort((p, q) => p - q)[v.length >> 1];
+      return { a: med(a), b: med(b), diff, loadMs, nodes: `${report.nodes_before} → ${report.nodes_after}` };
+    }, { file, dims, runs, hasData }));
+    const d = Object.entries(dims).map(([k, v]) => `${k}=${v}`).join(" ");
+    console.log(`| ${file.split("/").pop()} | ${d} | ${r.nodes} | ${r.loadMs.toFixed(0)} | ${r.a.toFixed(2)} | ${r.b.toFixed(2)} | ${(r.a / r.b).toFixed(2)} | ${r.diff.toExponential(1)} |`);
+  }
+} finally {
+  await browser.close();
+  server.close();
+}
