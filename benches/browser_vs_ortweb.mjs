@@ -77,12 +77,14 @@ const ua = await page.evaluate(async (threads) => {
   ort.env.wasm.wasmPaths = "/ort/";
   ort.env.wasm.numThreads = threads;
   const fl = await import("/pkg/fuselab.js");
-  await fl.default({ module_or_path: "/pkg/fuselab_bg.wasm" });
+  // The build the page loads: relaxed SIMD where Chromium runs it (pkg/wasm_url.js).
+  const { relaxedSimd, wasmUrl } = await import("/pkg/wasm_url.js");
+  await fl.default({ module_or_path: wasmUrl() });
   Object.assign(window, { ort, fl });
-  return navigator.userAgent;
+  return `${navigator.userAgent.match(/Chrome\/[\d.]+/)?.[0] ?? navigator.userAgent}, fuselab ${relaxedSimd ? "relaxed-SIMD" : "SIMD128"} build`;
 }, threads);
 
-console.log(`${ua.match(/Chrome\/[\d.]+/)?.[0] ?? ua}, onnxruntime-web 1.31.1 wasm EP, ${threads} thread(s), median of ${runs} interleaved runs\n`);
+console.log(`${ua}, onnxruntime-web 1.31.1 wasm EP, ${threads} thread(s), median of ${runs} interleaved runs\n`);
 console.log("| model | dims | nodes → fused | load + optimize ms | fuselab ms | onnxruntime-web ms | fuselab / ort-web | max diff |");
 console.log("|---|---|---|---:|---:|---:|---:|---:|");
 try {

@@ -25,6 +25,10 @@ step "wasm API tests (wasm-bindgen-test-runner, headless Chromium via chromium-d
 WASM_BINDGEN_TEST_TIMEOUT=600 \
   CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test --target wasm32-unknown-unknown --test wasm -- --nocapture
+step "the wasm GEMM test again on the relaxed-SIMD build (the npm package's second .wasm)"
+RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" \
+  CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+  cargo test --target wasm32-unknown-unknown --target-dir target/wasm-relaxed --test wasm -- simd128
 step "cargo test"
 # The WebGPU tests (tests/webgpu.rs) skip on a machine without a GPU adapter; here that is a
 # failure: setup.sh installs lavapipe, so a missing adapter means a broken setup.

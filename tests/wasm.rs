@@ -729,3 +729,63 @@ fn simd128_gemm_matches_the_triple_loop() {
         }
     }
 }
+
+/// The wasm build's four-lane element-wise paths (`simd::map_biased`, `simd::softmax_row`:
+/// the size-optimized build vectorizes no loop, so these are written with SIMD128 by hand)
+/// against the same ops in float64 (scalar kernels, libm's exp and an erf series): Softmax over
+/// rows of 37 (nine vectors and a tail; scores far apart, so some exps underflow to 0),
+/// com.microsoft Gelu, FastGelu and BiasGelu (a bias row of 37).
+#[wasm_bindgen_test]
+fn four_lane_softmax_and_gelu_match_float64() {
+    use fuselab::builder::{dims, GraphBuilder};
+    use fuselab::ir::attr;
+    use fuselab::DType;
+    let (rows, n) = (3usize, 37usize);
+    let xs: Vec<f32> = (0..rows * n)
+        .map(|i| ((i * 7919) % 113) as f32 / 9.0 - 6.0 - if i % 17 == 0 { 150.0 } else { 0.0 })
+        .collect();
+    let bias: Vec<f32> = (0..n).map(|j| (j as f32 - 18.0) / 20.0).collect();
+    let tensor = |dt: DType, shape: Vec<usize>, v: &[f32]| match dt {
+        DType::F32 => {
+            fuselab::Tensor::F32(ndarray::ArrayD::from_shape_vec(shape, v.to_vec()).unwrap())
+        }
+        _ => fuselab::Tensor::F64(
+            ndarray::ArrayD::from_shape_vec(shape, v.iter().map(|&x| x as f64).collect()).unwrap(),
+        ),
+    };
+    let run = |dt: DType| -> Vec<Vec<f64>> {
+        let mut g = GraphBuilder::new("lanes", 17);
+        g.import("com.microsoft", 1);
+        let x = g.input("x", dt, dims(&[rows as i64, n as i64]));
+        let b = g.initializer("b", &tensor(dt, vec![n], &bias));
+        let outs = [
+            g.op("Softmax", &[x], vec![attr::int("axis", -1)]),
+            g.node("com.microsoft", "Gelu", &[Some(x)], 1, vec![])[0],
+            g.node("com.microsoft", "FastGelu", &[Some(x)], 1, vec![])[0],
+            g.node("com.microsoft", "BiasGelu", &[Some(x), Some(b)], 1, vec![])[0],
+        ];
+        for (i, o) in outs.into_iter().enumerate() {
+            g.output(o, &format!("y{i}"));
+        }
+        let feeds = HashMap::from([("x".to_string(), tensor(dt, vec![rows, n], &xs))]);
+        on_reference(&g.build(), &feeds)
+            .into_iter()
+            .map(|(_, t)| match t {
+                fuselab::Tensor::F32(a) => a.iter().map(|&v| v as f64).collect(),
+                fuselab::Tensor::F64(a) => a.iter().copied().collect(),
+                t => panic!("unexpected {:?}", t.dtype()),
+            })
+            .collect()
+    };
+    let (got, want) = (run(DType::F32), run(DType::F64));
+    assert_eq!(got.len(), 4);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.len(), rows * n);
+        for (k, (&g, &w)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (g - w).abs() <= 2e-6 * (1.0 + w.abs()),
+                "output {i}[{k}]: {g} vs {w}"
+            );
+        }
+    }
+}

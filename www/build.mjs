@@ -1,5 +1,5 @@
 // Writes the whole static site to www/dist/: index.html, style.css, the bundled page and worker
-// (esbuild), the wasm from pkg/ (run `npm run build:wasm` first) and the sample models.
+// (esbuild), both wasm builds from pkg/ (run `npm run build:wasm` first) and the sample models.
 // Every URL in it is relative, so it works from any static host and any sub-path.
 import { build } from "esbuild";
 import { copyFileSync, existsSync, mkdirSync, rmSync, statSync } from "node:fs";
@@ -31,6 +31,7 @@ const copies = [
   ["www/style.css", "style.css"],
   ["www/favicon.svg", "favicon.svg"],
   ["pkg/fuselab_bg.wasm", "fuselab_bg.wasm"],
+  ["pkg/fuselab_bg.relaxed.wasm", "fuselab_bg.relaxed.wasm"],
   ["examples/eyelike_add.onnx", "samples/eyelike_add.onnx"],
   ["tests/models/gpt2_tiny.onnx", "samples/gpt2_tiny.onnx"],
   ["tests/models/bert_tiny.onnx", "samples/bert_tiny.onnx"],
@@ -39,5 +40,5 @@ for (const [from, to] of copies) copyFileSync(join(root, from), join(dist, to));
 const kb = (p) => (statSync(join(dist, p)).size / 1024).toFixed(0);
 console.log(
   `www/dist: main.js ${kb("main.js")} KB, worker.js ${kb("worker.js")} KB, ` +
-    `fuselab_bg.wasm ${kb("fuselab_bg.wasm")} KB, 3 samples`,
+    `fuselab_bg.wasm ${kb("fuselab_bg.wasm")} KB, fuselab_bg.relaxed.wasm ${kb("fuselab_bg.relaxed.wasm")} KB, 3 samples`,
 );

@@ -20,9 +20,10 @@
 //! `mask_filter_value` to the score otherwise.
 //!
 //! The packed projection is one matrix product; then per (batch, head) the [S, S] scores are one
-//! product, each row is scaled, masked and normalized in place by the Softmax kernel's row
-//! routine, and one more product applies them to V: the [B, N, S, S] tensor is never built, and
-//! the products are the MatMul kernel's. With `unidirectional = 1` key k is also masked for
+//! product of strided views of the packed rows (nothing copied), each row is scaled, masked and
+//! normalized in place by the Softmax kernel's row routine, and one more product applies them to
+//! V, written straight into the head's columns of the output: the [B, N, S, S] tensor is never
+//! built, one [S, S] buffer serves every head, and the products are the MatMul kernel's. With `unidirectional = 1` key k is also masked for
 //! queries q < k (causal), and there the lowest float is added instead of `mask_filter_value`,
 //! as onnxruntime's kernel does whatever `mask_filter_value` is. Anything unsupported is an
 //! error naming it. WebGPU: the projection (+ bias) into scratch, then one attention dispatch.
@@ -32,7 +33,7 @@ use ndarray::{ArrayD, ArrayView2, IxDyn};
 use super::common::{check_out, input, opt_input, unsupported_type};
 use super::lanes::elements;
 use super::lowering::{NodeCtx, R};
-use super::matmul::sgemm;
+use super::matmul::{sgemm, MatElem, Strided};
 use super::reduce::softmax_row;
 use super::wgsl::{self, MatMul};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
@@ -281,62 +282,64 @@ pub fn attention(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 
     check_out(ctx, OP, &[s, s], 32)?;
     let mut out = vec![0.0f32; rows * h];
-    // Per (batch, head): Q [S, D], Kᵀ [D, S] and V [S, D] gathered from the packed rows, then
-    // the two products by the MatMul kernel and one Softmax pass per score row between them.
     // padded[b·S + k]: key k of batch b is masked by mask_index.
     let padded: Vec<bool> = match mask {
         Some(m) => m.iter().map(|&v| v <= 0).collect(),
         None => vec![false; rows],
     };
-    // Plain slices, not ndarray's element iterators: at ViT's sizes (S 17, D 16) the per-element
-    // iterator calls cost more than the two products.
-    let (mut q, mut kt, mut v) = (
-        vec![0.0f32; s * d],
-        vec![0.0f32; d * s],
-        vec![0.0f32; s * d],
-    );
-    for bi in 0..b {
-        let row = |t: usize| &qkv[(bi * s + t) * 3 * h..(bi * s + t + 1) * 3 * h];
+    // Per (batch, head): Q [S, D], Kᵀ [D, S] and V [S, D] are strided views of the packed rows
+    // (no copies), the two products are MatMul's GEMM (`MatElem::gemm_acc`) into one reused
+    // score buffer and straight into the head's columns of the output, and one Softmax pass
+    // per score row runs between them.
+    let mut scores = vec![0.0f32; s * s];
+    for bi in (0..b).filter(|_| s > 0) {
+        let rows_b = &qkv[bi * s * 3 * h..][..s * 3 * h];
+        let pad = &padded[bi * s..][..s];
         for head in 0..heads {
             let (qo, ko, vo) = (head * d, h + head * d, 2 * h + head * d);
-            for t in 0..s {
-                let r = row(t);
-                q[t * d..(t + 1) * d].copy_from_slice(&r[qo..qo + d]);
-                v[t * d..(t + 1) * d].copy_from_slice(&r[vo..vo + d]);
-                for (j, &x) in r[ko..ko + d].iter().enumerate() {
-                    kt[j * s + t] = x;
-                }
-            }
-            let qv = ArrayView2::from_shape((s, d), &q[..]).map_err(|e| format!("{OP}: {e}"))?;
-            let kv = ArrayView2::from_shape((d, s), &kt[..]).map_err(|e| format!("{OP}: {e}"))?;
-            let mut scores = sgemm(qv, kv);
-            let scores = scores.as_slice_mut().ok_or("scores are row-major")?;
-            for (qi, srow) in scores.chunks_exact_mut(s).enumerate() {
-                // A padded key gets the filter value added; a later key (causal) gets the lowest
-                // float added, padded or not (onnxruntime's CPU kernel: one additive mask value
-                // per score, the causal one overriding).
-                let visible = if causal { qi + 1 } else { s };
-                let (seen, later) = srow.split_at_mut(visible);
-                for (sc, &pad) in seen.iter_mut().zip(&padded[bi * s..]) {
-                    *sc = if pad {
-                        *sc * scale + filter
-                    } else {
-                        *sc * scale
-                    };
-                }
-                for sc in later {
-                    *sc = *sc * scale + f32::MIN;
-                }
-                softmax_row(srow);
-            }
-            let pv =
-                ArrayView2::from_shape((s, s), &scores[..]).map_err(|e| format!("{OP}: {e}"))?;
-            let vv = ArrayView2::from_shape((s, d), &v[..]).map_err(|e| format!("{OP}: {e}"))?;
-            let ctx_h = sgemm(pv, vv);
-            let ctx_h = ctx_h.as_slice().ok_or("context is row-major")?;
-            for (qi, crow) in ctx_h.chunks_exact(d).enumerate() {
-                out[(bi * s + qi) * h + qo..(bi * s + qi) * h + qo + d].copy_from_slice(crow);
-            }
+            let view = |at: usize, rs: usize, cs: usize| Strided {
+                data: &rows_b[at..],
+                rs,
+                cs,
+            };
+            scores.fill(0.0);
+            f32::gemm_acc(
+                1.0,
+                [s, d, s],
+                view(qo, 3 * h, 1),
+                view(ko, 1, 3 * h),
+                &mut scores,
+                s,
+            );
+            // The widest vectors the CPU has (`simd`) for the scaling and the softmax's exp.
+            super::simd::widest(
+                #[cfg_attr(target_arch = "x86_64", inline(always))]
+                || {
+                    for (qi, srow) in scores.chunks_exact_mut(s).enumerate() {
+                        // A padded key gets the filter value added; a later key (causal) gets
+                        // the lowest float added, padded or not (onnxruntime's CPU kernel: one
+                        // additive mask value per score, the causal one overriding).
+                        let visible = if causal { qi + 1 } else { s };
+                        let (seen, later) = srow.split_at_mut(visible);
+                        for (sc, &p) in seen.iter_mut().zip(pad) {
+                            *sc = if p { *sc * scale + filter } else { *sc * scale };
+                        }
+                        for sc in later {
+                            *sc = *sc * scale + f32::MIN;
+                        }
+                        softmax_row(srow);
+                    }
+                },
+            );
+            let y = &mut out[bi * s * h + qo..][..(s - 1) * h + d];
+            f32::gemm_acc(
+                1.0,
+                [s, s, d],
+                Strided::rows(&scores, s),
+                view(vo, 3 * h, 1),
+                y,
+                h,
+            );
         }
     }
     let out = ArrayD::from_shape_vec(IxDyn(&[b, s, h]), out).map_err(|e| format!("{OP}: {e}"))?;

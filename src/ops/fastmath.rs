@@ -6,8 +6,8 @@
 //! Every function is `#[inline(always)]` for that reason.
 //!
 //! Accuracy, checked against float64 over sweeps in the tests below: `exp` and `tanh` within
-//! 3e-7 relative; `erf` within 2e-7 absolute (and 3e-7 relative for |x| < 1); `one_plus_tanh`
-//! and `one_plus_erf` (`1 + f(x)`, the Gelu forms) within 1e-6 relative (for erf where
+//! 3e-7 relative; `erf` within 2e-7 absolute (and 3e-7 relative for |x| < 1); `one_plus_tanh_l`
+//! and `one_plus_erf_l` (`1 + f(x)`, the Gelu forms) within 1e-6 relative (for erf where
 //! x >= -4; below, 1 + erf(x) is under 2e-8 and its error under 1e-10), without the
 //! cancellation that `1 + f(x)` suffers for negative x. NaN in gives NaN out; infinities give
 //! the limits.
@@ -21,7 +21,7 @@ const EXP_LO: f32 = -104.0;
 const EXP_HI: f32 = 89.0;
 /// 1.5 * 2^23: adding it rounds a float of magnitude under 2^22 to an integer, which then sits
 /// in the low mantissa bits.
-const ROUND_MAGIC: f32 = 12_582_912.0;
+pub(crate) const ROUND_MAGIC: f32 = 12_582_912.0;
 
 /// exp(r) for |r| <= ln2 / 2: degree 6, fitted to exp on [-ln2/2, ln2/2] (max relative error
 /// 1e-7 evaluated in float32).
@@ -72,90 +72,160 @@ const ERFC_POLY: [f32; 8] = [
     -0.018_690_08,
 ];
 
-#[inline(always)]
-fn horner<const N: usize>(c: &[f32; N], x: f32) -> f32 {
-    let mut acc = c[N - 1];
-    for &k in c[..N - 1].iter().rev() {
-        acc = acc * x + k;
-    }
-    acc
+/// What the functions here compute on: one float32 (every build) or four (`V4`, wasm SIMD128,
+/// where the size-optimized build does not vectorize the scalar loops). Each function is
+/// written once over `Lane`; the scalar instance is the same arithmetic in the same order as
+/// the vector one, lane by lane, and an `if` on a `bool` mask is the scalar select.
+pub(crate) trait Lane:
+    Copy
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+{
+    type Mask: Copy;
+    fn splat(v: f32) -> Self;
+    fn abs(self) -> Self;
+    /// `self` with the sign of `sign`.
+    fn copysign(self, sign: Self) -> Self;
+    /// `min(self, hi)`, a NaN giving `hi`.
+    fn min_or(self, hi: f32) -> Self;
+    fn lt(self, o: Self) -> Self::Mask;
+    fn gt(self, o: Self) -> Self::Mask;
+    fn is_nan(self) -> Self::Mask;
+    /// `a` where `m`, else `b`.
+    fn select(m: Self::Mask, a: Self, b: Self) -> Self;
+    /// `p · 2^n` for `t = n + ROUND_MAGIC` (n read from t's low mantissa bits), in two factors
+    /// so that n from -150 (subnormal results) to 128 (overflow to inf) stays representable.
+    fn scale_pow2(p: Self, t: Self) -> Self;
 }
 
-/// 2^n for n in [-126, 127], built from its bits.
+impl Lane for f32 {
+    type Mask = bool;
+    #[inline(always)]
+    fn splat(v: f32) -> f32 {
+        v
+    }
+    #[inline(always)]
+    fn abs(self) -> f32 {
+        f32::abs(self)
+    }
+    #[inline(always)]
+    fn copysign(self, sign: f32) -> f32 {
+        f32::copysign(self, sign)
+    }
+    #[inline(always)]
+    fn min_or(self, hi: f32) -> f32 {
+        self.min(hi)
+    }
+    #[inline(always)]
+    fn lt(self, o: f32) -> bool {
+        self < o
+    }
+    #[inline(always)]
+    fn gt(self, o: f32) -> bool {
+        self > o
+    }
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+    #[inline(always)]
+    fn select(m: bool, a: f32, b: f32) -> f32 {
+        if m {
+            a
+        } else {
+            b
+        }
+    }
+    #[inline(always)]
+    fn scale_pow2(p: f32, t: f32) -> f32 {
+        let pow2i = |n: i32| f32::from_bits((n.wrapping_add(127) << 23) as u32);
+        let ni = (t.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
+        let n1 = ni >> 1;
+        p * pow2i(n1) * pow2i(ni.wrapping_sub(n1))
+    }
+}
+
 #[inline(always)]
-fn pow2i(n: i32) -> f32 {
-    f32::from_bits((n.wrapping_add(127) << 23) as u32)
+fn horner<L: Lane, const N: usize>(c: &[f32; N], x: L) -> L {
+    let mut acc = L::splat(c[N - 1]);
+    for &k in c[..N - 1].iter().rev() {
+        acc = acc * x + L::splat(k);
+    }
+    acc
 }
 
 /// e^x.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
+    exp_l(x)
+}
+
+/// e^x on any [`Lane`].
+#[inline(always)]
+pub(crate) fn exp_l<L: Lane>(x: L) -> L {
     // Below EXP_LO the answer is 0 (selected at the end); compute on 0 meanwhile, as a clamped
     // -104 would make subnormal intermediates, and x86 takes a ~100-cycle assist for each (masked
-    // attention scores are all down there). `min` also turns a NaN into a harmless in-range
+    // attention scores are all down there). `min_or` also turns a NaN into a harmless in-range
     // value; the NaN is put back below.
-    let xc = if x < EXP_LO { 0.0 } else { x.min(EXP_HI) };
+    let low = x.lt(L::splat(EXP_LO));
+    let xc = L::select(low, L::splat(0.0), x.min_or(EXP_HI));
     // n = round(x / ln2), read back from the mantissa bits of t.
-    let t = xc * std::f32::consts::LOG2_E + ROUND_MAGIC;
-    let n = t - ROUND_MAGIC;
-    let ni = (t.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
+    let t = xc * L::splat(std::f32::consts::LOG2_E) + L::splat(ROUND_MAGIC);
+    let n = t - L::splat(ROUND_MAGIC);
     // r = x - n ln2 in two steps (Cody-Waite): n * LN2_HI is exact for |n| < 2^15.
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
-    let r = (xc - n * LN2_HI) - n * LN2_LO;
-    let p = horner(&EXP_POLY, r);
-    // 2^n in two factors, so that n down to -150 (subnormal results) and up to 128 (overflow
-    // to inf) stay representable.
-    let n1 = ni >> 1;
-    let y = p * pow2i(n1) * pow2i(ni.wrapping_sub(n1));
-    if x.is_nan() {
-        x
-    } else if x < EXP_LO {
-        0.0
-    } else {
-        y
-    }
+    let r = (xc - n * L::splat(LN2_HI)) - n * L::splat(LN2_LO);
+    let y = L::scale_pow2(horner(&EXP_POLY, r), t);
+    L::select(x.is_nan(), x, L::select(low, L::splat(0.0), y))
 }
 
-/// e^(2a) for a >= 0, with `2 / (e^(2a) + 1)` = 1 - tanh(a).
+/// 1 - tanh(a) = 2 / (e^(2a) + 1), for a >= 0.
 #[inline(always)]
-fn one_minus_tanh_abs(a: f32) -> f32 {
-    2.0 / (exp(2.0 * a) + 1.0)
+fn one_minus_tanh_abs<L: Lane>(a: L) -> L {
+    L::splat(2.0) / (exp_l(L::splat(2.0) * a) + L::splat(1.0))
 }
 
 /// tanh(x).
 #[inline(always)]
 pub fn tanh(x: f32) -> f32 {
+    tanh_l(x)
+}
+
+/// tanh(x) on any [`Lane`].
+#[inline(always)]
+pub(crate) fn tanh_l<L: Lane>(x: L) -> L {
     let a = x.abs();
     let small = a * horner(&TANH_POLY, a * a);
-    let big = 1.0 - one_minus_tanh_abs(a);
+    let big = L::splat(1.0) - one_minus_tanh_abs(a);
     // a NaN fails the comparison and takes `big`, which is NaN too.
-    let r = if a < TANH_SPLIT { small } else { big };
+    let r = L::select(a.lt(L::splat(TANH_SPLIT)), small, big);
     r.copysign(x)
 }
 
-/// 1 + tanh(x), accurate (relatively) for negative x too.
+/// 1 + tanh(x) on any [`Lane`], accurate (relatively) for negative x too.
 #[inline(always)]
-pub fn one_plus_tanh(x: f32) -> f32 {
+pub(crate) fn one_plus_tanh_l<L: Lane>(x: L) -> L {
     let a = x.abs();
     let small = a * horner(&TANH_POLY, a * a);
     let tail = one_minus_tanh_abs(a);
-    if a < TANH_SPLIT {
-        1.0 + small.copysign(x)
-    } else if x > 0.0 {
-        2.0 - tail
-    } else {
-        // 1 + tanh(-a) = 1 - tanh(a); NaN lands here and stays NaN.
-        tail
-    }
+    // 1 + tanh(-a) = 1 - tanh(a) for x <= 0; NaN lands there and stays NaN.
+    let big = L::select(x.gt(L::splat(0.0)), L::splat(2.0) - tail, tail);
+    L::select(
+        a.lt(L::splat(TANH_SPLIT)),
+        L::splat(1.0) + small.copysign(x),
+        big,
+    )
 }
 
 /// (erf(a) for a < 1, erfc(a) for a >= 1), a = |x| not NaN.
 #[inline(always)]
-fn erf_parts(a: f32) -> (f32, f32) {
+fn erf_parts<L: Lane>(a: L) -> (L, L) {
     let s = a * a;
     let small = a * horner(&ERF_POLY, s);
-    let tail = exp(-s) * horner(&ERFC_POLY, 1.0 / a);
+    let tail = exp_l(L::splat(0.0) - s) * horner(&ERFC_POLY, L::splat(1.0) / a);
     // Past 4 the fit is extrapolated; erfc is under 2e-8 there, so erf is 1 and `tail`
     // only feeds 1 + erf(x) for x < -4, whose true value is that small.
     (small, tail)
@@ -164,33 +234,26 @@ fn erf_parts(a: f32) -> (f32, f32) {
 /// erf(x).
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
-    let a = x.abs();
-    let (small, tail) = erf_parts(a);
-    let r = if a < 1.0 { small } else { 1.0 - tail };
-    if x.is_nan() {
-        x
-    } else {
-        r.copysign(x)
-    }
+    erf_l(x)
 }
 
-/// 1 + erf(x), accurate (relatively) for negative x too: there it is erfc(|x|).
+/// erf(x) on any [`Lane`].
 #[inline(always)]
-pub fn one_plus_erf(x: f32) -> f32 {
+pub(crate) fn erf_l<L: Lane>(x: L) -> L {
     let a = x.abs();
     let (small, tail) = erf_parts(a);
-    let r = if a < 1.0 {
-        1.0 + small.copysign(x)
-    } else if x > 0.0 {
-        2.0 - tail
-    } else {
-        tail
-    };
-    if x.is_nan() {
-        x
-    } else {
-        r
-    }
+    let r = L::select(a.lt(L::splat(1.0)), small, L::splat(1.0) - tail);
+    L::select(x.is_nan(), x, r.copysign(x))
+}
+
+/// 1 + erf(x) on any [`Lane`], accurate (relatively) for negative x too: there it is erfc(|x|).
+#[inline(always)]
+pub(crate) fn one_plus_erf_l<L: Lane>(x: L) -> L {
+    let a = x.abs();
+    let (small, tail) = erf_parts(a);
+    let big = L::select(x.gt(L::splat(0.0)), L::splat(2.0) - tail, tail);
+    let r = L::select(a.lt(L::splat(1.0)), L::splat(1.0) + small.copysign(x), big);
+    L::select(x.is_nan(), x, r)
 }
 
 #[cfg(test)]
@@ -269,9 +332,9 @@ mod tests {
             };
             if want1 > 1e-30 {
                 assert!(
-                    rel(one_plus_tanh(x), want1) < 1e-6,
+                    rel(one_plus_tanh_l::<f32>(x), want1) < 1e-6,
                     "1 + tanh({x}) = {} vs {want1}",
-                    one_plus_tanh(x)
+                    one_plus_tanh_l::<f32>(x)
                 );
             }
         }
@@ -280,9 +343,9 @@ mod tests {
         for (x, y) in [(f32::INFINITY, 1.0), (f32::NEG_INFINITY, -1.0), (1e30, 1.0)] {
             assert_eq!(tanh(x), y);
         }
-        assert_eq!(one_plus_tanh(f32::INFINITY), 2.0);
-        assert_eq!(one_plus_tanh(f32::NEG_INFINITY), 0.0);
-        assert!(tanh(f32::NAN).is_nan() && one_plus_tanh(f32::NAN).is_nan());
+        assert_eq!(one_plus_tanh_l::<f32>(f32::INFINITY), 2.0);
+        assert_eq!(one_plus_tanh_l::<f32>(f32::NEG_INFINITY), 0.0);
+        assert!(tanh(f32::NAN).is_nan() && one_plus_tanh_l::<f32>(f32::NAN).is_nan());
         assert!(tanh(f32::MAX) == 1.0 && tanh(f32::MIN_POSITIVE) == f32::MIN_POSITIVE);
     }
 
@@ -322,7 +385,7 @@ mod tests {
             } else {
                 1.0 + want
             };
-            let got1 = one_plus_erf(x);
+            let got1 = one_plus_erf_l::<f32>(x);
             if x >= -4.0 {
                 assert!(rel(got1, want1) < 1e-6, "1 + erf({x}) = {got1} vs {want1}");
             } else {
@@ -335,9 +398,9 @@ mod tests {
         assert_eq!(erf(f32::INFINITY), 1.0);
         assert_eq!(erf(f32::NEG_INFINITY), -1.0);
         assert_eq!(erf(1e30), 1.0);
-        assert_eq!(one_plus_erf(f32::INFINITY), 2.0);
-        assert_eq!(one_plus_erf(f32::NEG_INFINITY), 0.0);
-        assert!(erf(f32::NAN).is_nan() && one_plus_erf(f32::NAN).is_nan());
+        assert_eq!(one_plus_erf_l::<f32>(f32::INFINITY), 2.0);
+        assert_eq!(one_plus_erf_l::<f32>(f32::NEG_INFINITY), 0.0);
+        assert!(erf(f32::NAN).is_nan() && one_plus_erf_l::<f32>(f32::NAN).is_nan());
         assert!(erf(f32::MIN_POSITIVE) > 0.0);
     }
 }

@@ -15,9 +15,10 @@ use ndarray::ArrayD;
 
 use super::common::{check_out, input, unsupported_type};
 use super::elementwise::ErfF64;
-use super::fastmath;
+use super::fastmath::{self, Lane};
 use super::lanes::elements;
 use super::lowering::{with_fn, NodeCtx, FAST_GELU, GELU, R};
+use super::simd::LaneFn;
 use super::transformer::{required, same_type, shaped, vector_param, Real};
 use super::{InferCx, Kernel, KernelCtx, KernelResult, Lowered, Op};
 use crate::ir::TensorType;
@@ -94,35 +95,32 @@ fn gelu_tanh<T: Real>(x: T) -> T {
 
 /// float32 Gelu (erf form) on the branch-free `fastmath` erf, so the loop vectorizes; 1 + erf is
 /// computed without cancellation for negative x.
-#[inline(always)]
-fn gelu_erf_f32(x: f32) -> f32 {
-    0.5 * x * fastmath::one_plus_erf(x * std::f32::consts::FRAC_1_SQRT_2)
+/// The erf form in float32 on any [`Lane`]: `0.5·x·(1 + erf(x/√2))`.
+struct ErfForm;
+impl LaneFn for ErfForm {
+    #[inline(always)]
+    fn at<L: Lane>(&self, x: L) -> L {
+        let v = x * L::splat(std::f32::consts::FRAC_1_SQRT_2);
+        L::splat(0.5) * x * fastmath::one_plus_erf_l(v)
+    }
 }
 
-/// float32 FastGelu (tanh form) on the branch-free `fastmath` tanh.
-#[inline(always)]
-fn gelu_tanh_f32(x: f32) -> f32 {
-    let c = 0.797_884_6_f32;
-    let k = 0.044_715_f32;
-    0.5 * x * fastmath::one_plus_tanh(c * (x + k * x * x * x))
+/// The tanh form in float32 on any [`Lane`]: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+struct TanhForm;
+impl LaneFn for TanhForm {
+    #[inline(always)]
+    fn at<L: Lane>(&self, x: L) -> L {
+        let (c, k) = (L::splat(0.797_884_6), L::splat(0.044_715));
+        L::splat(0.5) * x * fastmath::one_plus_tanh_l(c * (x + k * x * x * x))
+    }
 }
 
-/// `gelu_erf_f32` as an always-inlined closure: a function item passed as `impl Fn` is called
-/// through a shim that LLVM may leave out of line, and then the loop does not vectorize.
-#[allow(clippy::redundant_closure)]
-fn erf_form() -> impl Fn(f32) -> f32 + Copy {
-    #[cfg_attr(target_arch = "x86_64", inline(always))]
-    |x| gelu_erf_f32(x)
-}
-
-/// `f(x + bias)` over `x`, `bias` (when given) 1-D along the last dim; one pass. Generic in `f`
-/// so that it inlines into the loop.
-fn biased_map<T: Real + Send + Sync, F: Fn(T) -> T + Sync>(
+fn biased_map<T: Real + Send + Sync>(
     ctx: &KernelCtx,
     op: &str,
     x: &ArrayD<T>,
     bias: Option<&ArrayD<T>>,
-    f: F,
+    apply: impl Fn(&mut [T], &[T], Option<&[T]>) + Sync,
 ) -> Result<Tensor, String> {
     let shape = x.shape();
     check_out(ctx, op, shape, T::DTYPE.bits().unwrap_or(64))?;
@@ -150,29 +148,7 @@ fn biased_map<T: Real + Send + Sync, F: Fn(T) -> T + Sync>(
     }
     let run = |rows: std::ops::Range<usize>, ys: &mut [T]| -> Result<(), String> {
         let xs = &xs[rows.start * row..][..ys.len()];
-        // The widest vectors the CPU has (`simd`): the erf and tanh forms are branch-free
-        // arithmetic. One closure per case, each a plain loop, so that each compiles into the
-        // tier's function.
-        match &b {
-            None => super::simd::widest(
-                #[cfg_attr(target_arch = "x86_64", inline(always))]
-                || {
-                    for (o, &v) in ys.iter_mut().zip(xs.iter()) {
-                        *o = f(v);
-                    }
-                },
-            ),
-            Some(b) => super::simd::widest(
-                #[cfg_attr(target_arch = "x86_64", inline(always))]
-                || {
-                    for (yr, xr) in ys.chunks_exact_mut(b.len()).zip(xs.chunks_exact(b.len())) {
-                        for ((o, &v), &c) in yr.iter_mut().zip(xr).zip(b.iter()) {
-                            *o = f(v + c);
-                        }
-                    }
-                },
-            ),
-        }
+        apply(ys, xs, b.as_deref());
         Ok(())
     };
     // About 16 multiply-adds' worth per element (a tanh or erf polynomial).
@@ -189,8 +165,8 @@ fn activation(
     inputs: &[Option<&Tensor>],
     op: &str,
     bias_required: bool,
-    f32_fn: impl Fn(f32) -> f32 + Sync,
-    f64_fn: impl Fn(f64) -> f64 + Sync,
+    f32_fn: &impl LaneFn,
+    f64_fn: fn(f64) -> f64,
 ) -> KernelResult {
     let x = input(op, inputs, 0)?;
     if bias_required {
@@ -199,11 +175,29 @@ fn activation(
     Ok(vec![match x.dtype() {
         DType::F32 => {
             let b = same_type::<f32>(op, inputs, 1)?;
-            biased_map(ctx, op, required::<f32>(op, inputs, 0)?, b, f32_fn)?
+            // The widest vectors the CPU has (`simd`), or four lanes at a time in the wasm
+            // build (`simd::map_biased`): the erf and tanh forms are branch-free arithmetic.
+            let apply = |ys: &mut [f32], xs: &[f32], b: Option<&[f32]>| {
+                super::simd::widest(
+                    #[cfg_attr(target_arch = "x86_64", inline(always))]
+                    || super::simd::map_biased(ys, xs, b, f32_fn),
+                )
+            };
+            biased_map(ctx, op, required::<f32>(op, inputs, 0)?, b, apply)?
         }
         DType::F64 => {
             let b = same_type::<f64>(op, inputs, 1)?;
-            biased_map(ctx, op, required::<f64>(op, inputs, 0)?, b, f64_fn)?
+            let apply = |ys: &mut [f64], xs: &[f64], b: Option<&[f64]>| match b {
+                None => ys.iter_mut().zip(xs).for_each(|(o, &v)| *o = f64_fn(v)),
+                Some(b) => {
+                    for (yr, xr) in ys.chunks_exact_mut(b.len()).zip(xs.chunks_exact(b.len())) {
+                        for ((o, &v), &c) in yr.iter_mut().zip(xr).zip(b) {
+                            *o = f64_fn(v + c);
+                        }
+                    }
+                }
+            };
+            biased_map(ctx, op, required::<f64>(op, inputs, 0)?, b, apply)?
         }
         t => return Err(unsupported_type(op, t)),
     }])
@@ -214,24 +208,15 @@ pub fn gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     if inputs.iter().skip(1).any(|i| i.is_some()) {
         return Err("Gelu: takes one input".to_string());
     }
-    activation(ctx, inputs, "Gelu", false, erf_form(), gelu_erf::<f64>)
+    activation(ctx, inputs, "Gelu", false, &ErfForm, gelu_erf::<f64>)
 }
 
 /// com.microsoft FastGelu(X, bias?): the tanh form of `X + bias`, bias 1-D along the last dim.
-#[allow(clippy::redundant_closure)] // see `erf_form`
 pub fn fast_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    activation(
-        ctx,
-        inputs,
-        "FastGelu",
-        false,
-        #[cfg_attr(target_arch = "x86_64", inline(always))]
-        |x| gelu_tanh_f32(x),
-        gelu_tanh::<f64>,
-    )
+    activation(ctx, inputs, "FastGelu", false, &TanhForm, gelu_tanh::<f64>)
 }
 
 /// com.microsoft BiasGelu(A, B): the erf form of `A + B`, B 1-D along the last dim.
 pub fn bias_gelu(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
-    activation(ctx, inputs, "BiasGelu", true, erf_form(), gelu_erf::<f64>)
+    activation(ctx, inputs, "BiasGelu", true, &ErfForm, gelu_erf::<f64>)
 }

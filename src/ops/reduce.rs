@@ -362,8 +362,15 @@ fn softmax_typed<T: Float>(p: &Softmax, a: &ArrayD<T>) -> Result<ArrayD<T>, Stri
 
 /// exp(x - max) / sum over one lane (subtracting the max keeps exp from overflowing), as
 /// separate slice passes that vectorize: the max and the sum use 8 partial accumulators (so their
-/// order differs from a serial loop by rounding only), and exp is `fast_exp`.
+/// order differs from a serial loop by rounding only), and exp is `fast_exp`. Inlined, so that a
+/// caller inside `simd::widest` gets it compiled for the widest vectors.
+#[inline(always)]
 pub(super) fn softmax_row<T: Float>(row: &mut [T]) {
+    // The wasm build does not vectorize these loops (it is optimized for size): float32 rows
+    // take a four-lane version of the same passes there.
+    if T::softmax_lanes(row) {
+        return;
+    }
     const L: usize = 8;
     let pick = |m: T, v: T| if v > m { v } else { m };
     let mut maxes = [T::NEG_INFINITY; L];
@@ -378,16 +385,7 @@ pub(super) fn softmax_row<T: Float>(row: &mut [T]) {
         .iter()
         .chain(&maxes)
         .fold(T::NEG_INFINITY, |m, &v| pick(m, v));
-    for v in row.iter_mut() {
-        let d = v.wsub(max);
-        // A select, not a branch: the f32 loop still vectorizes, and f64 skips libm's slow
-        // underflow path for masked scores.
-        *v = if d < T::EXP_ZERO {
-            T::ZERO
-        } else {
-            d.fast_exp()
-        };
-    }
+    T::exp_shifted(row, max);
     let sum = super::common::lane_sum(row);
     for v in row.iter_mut() {
         *v = v.wdiv(sum);

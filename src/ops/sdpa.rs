@@ -213,13 +213,19 @@ fn head<T: AttnFloat>(
     s.iter_mut().zip(buf.iter()).for_each(|(x, &m)| *x = *x + m);
     keep(Capture::Biased, s);
     if l > 0 {
-        for (row, brow) in s.chunks_exact_mut(l).zip(buf.chunks_exact(l)) {
-            if brow.iter().all(|&m| m == T::NEG_INFINITY) {
-                row.iter_mut().for_each(|x| *x = T::ZERO);
-            } else {
-                softmax_row(row);
-            }
-        }
+        // The widest vectors the CPU has (`simd`) for the softmax's exp.
+        super::simd::widest(
+            #[cfg_attr(target_arch = "x86_64", inline(always))]
+            || {
+                for (row, brow) in s.chunks_exact_mut(l).zip(buf.chunks_exact(l)) {
+                    if brow.iter().all(|&m| m == T::NEG_INFINITY) {
+                        row.iter_mut().for_each(|x| *x = T::ZERO);
+                    } else {
+                        softmax_row(row);
+                    }
+                }
+            },
+        );
     }
     keep(Capture::Probs, s);
     if sq > 0 && l > 0 && d.dv > 0 {

@@ -2,6 +2,7 @@
 //! token) with no packing at all, B streamed row by row through AVX-512 or AVX2 + FMA, or (in
 //! the wasm build) SIMD128.
 
+#[cfg(not(target_arch = "wasm32"))]
 use super::thin::madd;
 
 /// Largest `m` the small-product kernel takes. It streams B once, row by row; the packed kernel
@@ -174,6 +175,9 @@ fn sgemm_window(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, win: Wi
                 let av = &a[i * k + p..][..ROWS];
                 let (a0, a1, a2, a3) = (av[0], av[1], av[2], av[3]);
                 let yrow = &mut y[i * ldy + c0..][..cw];
+                #[cfg(target_arch = "wasm32")]
+                super::wasm::axpy4(yrow, [b0, b1, b2, b3], [a0, a1, a2, a3]);
+                #[cfg(not(target_arch = "wasm32"))]
                 for ((((s, &x0), &x1), &x2), &x3) in yrow.iter_mut().zip(b0).zip(b1).zip(b2).zip(b3)
                 {
                     *s = madd(a3, x3, madd(a2, x2, madd(a1, x1, madd(a0, x0, *s))));
@@ -186,6 +190,9 @@ fn sgemm_window(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, win: Wi
             for i in 0..m {
                 let av = a[i * k + p];
                 let yrow = &mut y[i * ldy + c0..][..cw];
+                #[cfg(target_arch = "wasm32")]
+                super::wasm::axpy1(yrow, bp, av);
+                #[cfg(not(target_arch = "wasm32"))]
                 for (s, &bv) in yrow.iter_mut().zip(bp) {
                     *s = madd(av, bv, *s);
                 }

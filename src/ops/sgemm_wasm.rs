@@ -19,6 +19,24 @@ pub const NR: usize = 8;
 /// `a` holds `kc · MR` floats, `b` `kc` rows of `NR` floats `ldb` apart, and `c` an `MR x NR`
 /// tile with rows `ldc` apart.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[inline(always)]
+fn madd(
+    a: core::arch::wasm32::v128,
+    b: core::arch::wasm32::v128,
+    c: core::arch::wasm32::v128,
+) -> core::arch::wasm32::v128 {
+    use core::arch::wasm32::*;
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        f32x4_relaxed_madd(a, b, c)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        f32x4_add(c, f32x4_mul(a, b))
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 pub unsafe fn kernel(kc: usize, a: *const f32, b: *const f32, ldb: usize, c: *mut f32, ldc: usize) {
     use core::arch::wasm32::*;
     let z = f32x4_splat(0.0);
@@ -31,18 +49,18 @@ pub unsafe fn kernel(kc: usize, a: *const f32, b: *const f32, ldb: usize, c: *mu
         unsafe {
             let b0 = v128_load(bp as *const v128);
             let b1 = v128_load(bp.add(4) as *const v128);
-            let a0 = f32x4_splat(*ap);
-            c00 = f32x4_add(c00, f32x4_mul(a0, b0));
-            c01 = f32x4_add(c01, f32x4_mul(a0, b1));
-            let a1 = f32x4_splat(*ap.add(1));
-            c10 = f32x4_add(c10, f32x4_mul(a1, b0));
-            c11 = f32x4_add(c11, f32x4_mul(a1, b1));
-            let a2 = f32x4_splat(*ap.add(2));
-            c20 = f32x4_add(c20, f32x4_mul(a2, b0));
-            c21 = f32x4_add(c21, f32x4_mul(a2, b1));
-            let a3 = f32x4_splat(*ap.add(3));
-            c30 = f32x4_add(c30, f32x4_mul(a3, b0));
-            c31 = f32x4_add(c31, f32x4_mul(a3, b1));
+            let a0 = v128_load32_splat(ap as *const u32);
+            c00 = madd(a0, b0, c00);
+            c01 = madd(a0, b1, c01);
+            let a1 = v128_load32_splat(ap.add(1) as *const u32);
+            c10 = madd(a1, b0, c10);
+            c11 = madd(a1, b1, c11);
+            let a2 = v128_load32_splat(ap.add(2) as *const u32);
+            c20 = madd(a2, b0, c20);
+            c21 = madd(a2, b1, c21);
+            let a3 = v128_load32_splat(ap.add(3) as *const u32);
+            c30 = madd(a3, b0, c30);
+            c31 = madd(a3, b1, c31);
             ap = ap.add(MR);
             bp = bp.add(ldb);
         }
@@ -58,5 +76,73 @@ pub unsafe fn kernel(kc: usize, a: *const f32, b: *const f32, ldb: usize, c: *mu
             let cp = cp.add(1);
             v128_store(cp, f32x4_add(v128_load(cp), s1));
         }
+    }
+}
+
+/// `y[j] = a3·b3[j] + (a2·b2[j] + (a1·b1[j] + (a0·b0[j] + y[j])))` over `y`'s length (each `b`
+/// at least as long): the small-product kernel's step over 4 rows of B, in vectors of 4 (the
+/// size-optimized build does not vectorize the plain loop), with the plain loop's order.
+#[cfg(target_arch = "wasm32")]
+pub fn axpy4(y: &mut [f32], b: [&[f32]; 4], a: [f32; 4]) {
+    let n = y.len();
+    assert!(b.iter().all(|r| r.len() >= n));
+    let mut j = 0;
+    #[cfg(target_feature = "simd128")]
+    {
+        use core::arch::wasm32::*;
+        let av = [
+            f32x4_splat(a[0]),
+            f32x4_splat(a[1]),
+            f32x4_splat(a[2]),
+            f32x4_splat(a[3]),
+        ];
+        while j + 4 <= n {
+            // SAFETY: j + 4 <= n, and every row of b holds at least n floats (asserted).
+            unsafe {
+                let yp = y.as_mut_ptr().add(j) as *mut v128;
+                let x = |r: usize| v128_load(b[r].as_ptr().add(j) as *const v128);
+                let mut s = v128_load(yp);
+                s = madd(av[0], x(0), s);
+                s = madd(av[1], x(1), s);
+                s = madd(av[2], x(2), s);
+                s = madd(av[3], x(3), s);
+                v128_store(yp, s);
+            }
+            j += 4;
+        }
+    }
+    for j in j..n {
+        y[j] = a[3] * b[3][j] + (a[2] * b[2][j] + (a[1] * b[1][j] + (a[0] * b[0][j] + y[j])));
+    }
+}
+
+/// `y[j] = a·b[j] + y[j]` over `y`'s length (`b` at least as long), in vectors of 4.
+#[cfg(target_arch = "wasm32")]
+pub fn axpy1(y: &mut [f32], b: &[f32], a: f32) {
+    let n = y.len();
+    assert!(b.len() >= n);
+    let mut j = 0;
+    #[cfg(target_feature = "simd128")]
+    {
+        use core::arch::wasm32::*;
+        let av = f32x4_splat(a);
+        while j + 4 <= n {
+            // SAFETY: j + 4 <= n <= b.len() (asserted).
+            unsafe {
+                let yp = y.as_mut_ptr().add(j) as *mut v128;
+                v128_store(
+                    yp,
+                    madd(
+                        av,
+                        v128_load(b.as_ptr().add(j) as *const v128),
+                        v128_load(yp),
+                    ),
+                );
+            }
+            j += 4;
+        }
+    }
+    for j in j..n {
+        y[j] += a * b[j];
     }
 }

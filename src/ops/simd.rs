@@ -10,12 +10,19 @@
 //! plain loop's bits. Elsewhere (wasm32 builds with simd128 at compile time) the closure just
 //! runs.
 //!
+//! The wasm build is optimized for size (`opt-level = "z"`), where LLVM vectorizes no loop. The
+//! hot element-wise math (fastmath's exp, tanh and erf forms) is therefore written once over
+//! `fastmath::Lane`, and [`map_biased`] / [`map_in_place`] run it on [`V4`] (four lanes in a
+//! SIMD128 vector) there, on `f32` elsewhere.
+//!
 //! ```ignore
 //! simd::widest(#[cfg_attr(target_arch = "x86_64", inline(always))] || body(x, y))
 //! ```
 //! The attribute is x86-64's only: in the size-optimized wasm build, forcing every such closure
 //! (and the closures they pass on) inline cost 11 KB (2,506,819 against 2,495,856 bytes after
 //! wasm-opt), for loops that are the same there either way.
+
+use super::fastmath::Lane;
 
 /// The instruction sets [`at`] compiles a closure for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +89,224 @@ pub(crate) fn at<R>(t: Tier, f: impl FnOnce() -> R) -> R {
     }
     let _ = t;
     f()
+}
+
+/// An element-wise float32 function written once over [`Lane`] (fastmath's forms), so that a
+/// slice loop can run it four lanes at a time where the build does not vectorize loops itself.
+pub(crate) trait LaneFn: Sync {
+    fn at<L: Lane>(&self, x: L) -> L;
+}
+
+/// `ys[i] = f(xs[i] + bias[i % bias.len()])` (without a bias, `f(xs[i])`), `ys` and `xs` of one
+/// length, a whole number of bias rows. In the wasm build (SIMD128) four lanes at a time through
+/// [`V4`]: that build is optimized for size, where LLVM vectorizes no loop. Elsewhere a plain
+/// loop, inlined into the caller (call it inside [`widest`]).
+#[inline(always)]
+pub(crate) fn map_biased<F: LaneFn>(ys: &mut [f32], xs: &[f32], bias: Option<&[f32]>, f: &F) {
+    match bias {
+        None => map_row(ys, xs, None, f),
+        Some(b) => {
+            for (yr, xr) in ys.chunks_exact_mut(b.len()).zip(xs.chunks_exact(b.len())) {
+                map_row(yr, xr, Some(b), f);
+            }
+        }
+    }
+}
+
+/// `v[i] = f(v[i])`, as [`map_biased`] does it.
+#[inline(always)]
+pub(crate) fn map_in_place<F: LaneFn>(v: &mut [f32], f: &F) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    let i = {
+        let mut i = 0;
+        while i + 4 <= v.len() {
+            f.at(V4::load(&v[i..])).store(&mut v[i..]);
+            i += 4;
+        }
+        i
+    };
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    let i = 0;
+    for x in &mut v[i..] {
+        *x = f.at(*x);
+    }
+}
+
+#[inline(always)]
+fn map_row<F: LaneFn>(ys: &mut [f32], xs: &[f32], b: Option<&[f32]>, f: &F) {
+    let n = ys.len().min(xs.len());
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    let i = {
+        let mut i = 0;
+        while i + 4 <= n {
+            let x = V4::load(&xs[i..]);
+            let x = match b {
+                Some(b) => x + V4::load(&b[i..]),
+                None => x,
+            };
+            f.at(x).store(&mut ys[i..]);
+            i += 4;
+        }
+        i
+    };
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    let i = 0;
+    for j in i..n {
+        let x = match b {
+            Some(b) => xs[j] + b[j],
+            None => xs[j],
+        };
+        ys[j] = f.at(x);
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(crate) use v4::{softmax_row, V4};
+
+/// Four float32 lanes in a wasm SIMD128 vector, as a [`Lane`].
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod v4 {
+    use super::super::fastmath::{Lane, ROUND_MAGIC};
+    use core::arch::wasm32::*;
+
+    #[derive(Clone, Copy)]
+    pub(crate) struct V4(v128);
+
+    impl V4 {
+        /// The first four floats of `s` (panics if shorter).
+        #[inline(always)]
+        pub(crate) fn load(s: &[f32]) -> V4 {
+            assert!(s.len() >= 4);
+            // SAFETY: four floats are in bounds (asserted); wasm loads need no alignment.
+            V4(unsafe { v128_load(s.as_ptr() as *const v128) })
+        }
+        /// Into the first four floats of `s` (panics if shorter).
+        #[inline(always)]
+        pub(crate) fn store(self, s: &mut [f32]) {
+            assert!(s.len() >= 4);
+            // SAFETY: as in `load`.
+            unsafe { v128_store(s.as_mut_ptr() as *mut v128, self.0) }
+        }
+    }
+
+    macro_rules! binop {
+        ($tr:ident, $f:ident, $op:ident) => {
+            impl std::ops::$tr for V4 {
+                type Output = V4;
+                #[inline(always)]
+                fn $f(self, o: V4) -> V4 {
+                    V4($op(self.0, o.0))
+                }
+            }
+        };
+    }
+    binop!(Add, add, f32x4_add);
+    binop!(Sub, sub, f32x4_sub);
+    binop!(Mul, mul, f32x4_mul);
+    binop!(Div, div, f32x4_div);
+
+    /// Softmax over one row in four lanes: the max and the sum each in four partial
+    /// accumulators, exp through `fastmath::exp_l`, then each value divided by the sum (the
+    /// scalar `reduce::softmax_row`'s passes, with 4 partial sums instead of 8).
+    pub(crate) fn softmax_row(row: &mut [f32]) {
+        let n4 = row.len() / 4 * 4;
+        let (body, tail) = row.split_at_mut(n4);
+        let fold = |v: v128| {
+            [
+                f32x4_extract_lane::<0>(v),
+                f32x4_extract_lane::<1>(v),
+                f32x4_extract_lane::<2>(v),
+                f32x4_extract_lane::<3>(v),
+            ]
+        };
+        let mut m = f32x4_splat(f32::NEG_INFINITY);
+        for c in body.chunks_exact(4) {
+            // pmax(m, x) = m < x ? x : m, as the scalar `if v > m { v } else { m }`.
+            m = f32x4_pmax(m, V4::load(c).0);
+        }
+        let max = fold(m)
+            .iter()
+            .chain(tail.iter())
+            .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+        let zero_below = <f32 as super::super::common::Float>::EXP_ZERO;
+        let (mx, lo) = (f32x4_splat(max), f32x4_splat(zero_below));
+        let mut sum = f32x4_splat(0.0);
+        for c in body.chunks_exact_mut(4) {
+            let d = V4(f32x4_sub(V4::load(c).0, mx));
+            let e = V4::select(
+                f32x4_lt(d.0, lo),
+                V4::splat(0.0),
+                super::super::fastmath::exp_l(d),
+            );
+            e.store(c);
+            sum = f32x4_add(sum, e.0);
+        }
+        let mut total = 0.0;
+        for v in tail.iter_mut() {
+            let d = *v - max;
+            *v = if d < zero_below {
+                0.0
+            } else {
+                super::super::fastmath::exp(d)
+            };
+            total += *v;
+        }
+        let total = fold(sum).iter().sum::<f32>() + total;
+        let t = f32x4_splat(total);
+        for c in body.chunks_exact_mut(4) {
+            V4(f32x4_div(V4::load(c).0, t)).store(c);
+        }
+        for v in tail.iter_mut() {
+            *v /= total;
+        }
+    }
+
+    impl Lane for V4 {
+        type Mask = v128;
+        #[inline(always)]
+        fn splat(v: f32) -> V4 {
+            V4(f32x4_splat(v))
+        }
+        #[inline(always)]
+        fn abs(self) -> V4 {
+            V4(f32x4_abs(self.0))
+        }
+        #[inline(always)]
+        fn copysign(self, sign: V4) -> V4 {
+            V4(v128_bitselect(sign.0, self.0, f32x4_splat(-0.0)))
+        }
+        #[inline(always)]
+        fn min_or(self, hi: f32) -> V4 {
+            // pmin(h, x) = x < h ? x : h: a NaN x gives h, as f32::min does.
+            V4(f32x4_pmin(f32x4_splat(hi), self.0))
+        }
+        #[inline(always)]
+        fn lt(self, o: V4) -> v128 {
+            f32x4_lt(self.0, o.0)
+        }
+        #[inline(always)]
+        fn gt(self, o: V4) -> v128 {
+            f32x4_gt(self.0, o.0)
+        }
+        #[inline(always)]
+        fn is_nan(self) -> v128 {
+            f32x4_ne(self.0, self.0)
+        }
+        #[inline(always)]
+        fn select(m: v128, a: V4, b: V4) -> V4 {
+            V4(v128_bitselect(a.0, b.0, m))
+        }
+        #[inline(always)]
+        fn scale_pow2(p: V4, t: V4) -> V4 {
+            let pow2i = |n: v128| i32x4_shl(i32x4_add(n, i32x4_splat(127)), 23);
+            let ni = i32x4_sub(t.0, i32x4_splat(ROUND_MAGIC.to_bits() as i32));
+            let n1 = i32x4_shr(ni, 1);
+            V4(f32x4_mul(
+                f32x4_mul(p.0, pow2i(n1)),
+                pow2i(i32x4_sub(ni, n1)),
+            ))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -47,8 +47,11 @@ test("npm pack ships exactly the package files", () => {
     "package.json",
     "pkg/fuselab.d.ts",
     "pkg/fuselab.js",
+    "pkg/fuselab_bg.relaxed.wasm",
     "pkg/fuselab_bg.wasm",
     "pkg/fuselab_bg.wasm.d.ts",
+    "pkg/wasm_url.d.ts",
+    "pkg/wasm_url.js",
   ]);
 });
 
@@ -84,6 +87,11 @@ test("the README example runs bundled by Vite from the tarball", async () => {
   writeFileSync(join(app, "main.js"), example());
   copyFileSync(join(root, "examples/eyelike_add.onnx"), join(app, "public/model.onnx"));
   run("node", [join(root, "node_modules/vite/bin/vite.js"), "build", "--logLevel", "warn", "--base", "./"], app);
+  // Both wasm builds are emitted as assets (wasm_url.js names each in a literal `new URL`).
+  const assets = readdirSync(join(app, "dist", "assets"));
+  for (const re of [/^fuselab_bg-.*\.wasm$/, /^fuselab_bg\.relaxed-.*\.wasm$/]) {
+    assert.ok(assets.some((f) => re.test(f)), `${re} not among ${assets.join(", ")}`);
+  }
   const { server, url } = await serve({ dir: join(app, "dist"), port: 0, base: "/" });
   try {
     expectRun(await logsOf(url, () => true));
@@ -94,7 +102,8 @@ test("the README example runs bundled by Vite from the tarball", async () => {
 
 test("the README example runs from a plain <script type=module> (import map, no bundler)", async () => {
   const html = `<!doctype html>
-<script type="importmap">{ "imports": { "fuselab": "./node_modules/fuselab/pkg/fuselab.js" } }</script>
+<script type="importmap">{ "imports": { "fuselab": "./node_modules/fuselab/pkg/fuselab.js",
+  "fuselab/wasm-url": "./node_modules/fuselab/pkg/wasm_url.js" } }</script>
 <script type="module">
 ${example()}</script>
 `;

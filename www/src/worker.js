@@ -3,9 +3,11 @@
 // Protocol: the page posts { id, cmd, ...args }; the worker answers { id, ok: true, result } or
 // { id, ok: false, error }, and for long work posts { id, progress: { done, total } } meanwhile.
 import init, { Model, Bench, GpuBench } from "../../pkg/fuselab.js";
+import { wasmUrl } from "../../pkg/wasm_url.js";
 import { layoutGraph } from "./layout.js";
 
-const ready = init({ module_or_path: new URL("./fuselab_bg.wasm", import.meta.url) });
+// The relaxed-SIMD build where the browser runs it (pkg/wasm_url.js), beside this bundle.
+const ready = init({ module_or_path: wasmUrl() });
 const now = () => performance.now();
 
 let original = null; // Model

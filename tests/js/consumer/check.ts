@@ -1,9 +1,14 @@
 // Type-checked (tsc --strict --noEmit) against the packed package's generated fuselab.d.ts:
 // the API's option and result types are real types, and misuse does not compile.
 import init, { Bench, GpuBench, Model, rules, type BenchSummary, type GraphView, type OptimizeReport, type Pair } from "fuselab";
+import { relaxedSimd, wasmUrl } from "fuselab/wasm-url";
 
 export async function check(bytes: Uint8Array): Promise<number> {
-  await init();
+  const url: URL = wasmUrl();
+  const relaxed: boolean = relaxedSimd;
+  await init({ module_or_path: relaxed ? url : undefined });
+  // @ts-expect-error: wasmUrl() is a URL, not a string
+  const name: string = wasmUrl();
   const names: string[] = rules();
   const model: Model = Model.load(bytes, undefined);
   const optimized = model.optimize({ rules: names, dims: { N: 8 }, tolerance: 1e-4 });
@@ -27,7 +32,7 @@ export async function check(bytes: Uint8Array): Promise<number> {
   model.optimize({ rulez: [] });
   // @ts-expect-error: dims are numbers
   model.optimize({ dims: { N: "8" } });
-  return report.nodes_after + replaced.length + repeat + speedups.length + kind.length;
+  return name.length + report.nodes_after + replaced.length + repeat + speedups.length + kind.length;
 }
 
 export async function checkGpu(model: Model, optimized: Model): Promise<number> {
