@@ -730,11 +730,13 @@ fn simd128_gemm_matches_the_triple_loop() {
     }
 }
 
-/// The wasm build's four-lane element-wise paths (`simd::map_biased`, `simd::softmax_row`:
+/// The wasm build's four-lane paths (`simd::map_biased`, `simd::softmax_row` and the norms:
 /// the size-optimized build vectorizes no loop, so these are written with SIMD128 by hand)
 /// against the same ops in float64 (scalar kernels, libm's exp and an erf series): Softmax over
 /// rows of 37 (nine vectors and a tail; scores far apart, so some exps underflow to 0),
-/// com.microsoft Gelu, FastGelu and BiasGelu (a bias row of 37).
+/// com.microsoft Gelu, FastGelu and BiasGelu (a bias row of 37), and the norm rows
+/// (`simd::layer_norm_row`, `simd::rms_row`) through SkipLayerNormalization and
+/// SkipSimplifiedLayerNormalization.
 #[wasm_bindgen_test]
 fn four_lane_softmax_and_gelu_match_float64() {
     use fuselab::builder::{dims, GraphBuilder};
@@ -763,6 +765,20 @@ fn four_lane_softmax_and_gelu_match_float64() {
             g.node("com.microsoft", "Gelu", &[Some(x)], 1, vec![])[0],
             g.node("com.microsoft", "FastGelu", &[Some(x)], 1, vec![])[0],
             g.node("com.microsoft", "BiasGelu", &[Some(x), Some(b)], 1, vec![])[0],
+            g.node(
+                "com.microsoft",
+                "SkipLayerNormalization",
+                &[Some(x), Some(x), Some(b), Some(b)],
+                1,
+                vec![],
+            )[0],
+            g.node(
+                "com.microsoft",
+                "SkipSimplifiedLayerNormalization",
+                &[Some(x), Some(x), Some(b)],
+                1,
+                vec![],
+            )[0],
         ];
         for (i, o) in outs.into_iter().enumerate() {
             g.output(o, &format!("y{i}"));
@@ -778,7 +794,7 @@ fn four_lane_softmax_and_gelu_match_float64() {
             .collect()
     };
     let (got, want) = (run(DType::F32), run(DType::F64));
-    assert_eq!(got.len(), 4);
+    assert_eq!(got.len(), 6);
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g.len(), rows * n);
         for (k, (&g, &w)) in g.iter().zip(w).enumerate() {

@@ -355,7 +355,7 @@ macro_rules! mat_float {
                 ldy: usize,
             ) {
                 $(
-                // The packed AVX-512 / AVX2 kernel where the CPU has one.
+                // The packed kernel where the target has one (AVX-512 / AVX2, wasm SIMD128).
                 if $packed(mkn, alpha, a, b, y, ldy) {
                     return;
                 }

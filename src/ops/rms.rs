@@ -159,6 +159,13 @@ impl Op for SkipSimplifiedLayerNormalization {
 /// `A`) and returns `1 / d`. `row` is not empty.
 #[inline]
 pub(super) fn rms_row<T: Real, A: Real>(row: &mut [T], gamma: &[T], eps: A) -> A {
+    // Four lanes at a time in the wasm build (see `normalize_row`).
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if A::DTYPE == crate::tensor::DType::F32 {
+        if let (Some(g), Some(r)) = (T::f32s(gamma), T::f32s_mut(row)) {
+            return A::from_f64(super::simd::rms_row(r, g, eps.to_f64() as f32) as f64);
+        }
+    }
     let n = A::from_f64(row.len() as f64);
     let sq = lane_fold(row, |v| {
         let v = cvt::<T, A>(v);

@@ -161,7 +161,7 @@ fn map_row<F: LaneFn>(ys: &mut [f32], xs: &[f32], b: Option<&[f32]>, f: &F) {
 }
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-pub(crate) use v4::{softmax_row, V4};
+pub(crate) use v4::{layer_norm_row, rms_row, softmax_row, V4};
 
 /// Four float32 lanes in a wasm SIMD128 vector, as a [`Lane`].
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -259,6 +259,89 @@ mod v4 {
         for v in tail.iter_mut() {
             *v /= total;
         }
+    }
+
+    /// `Σ f(v)` over a row: four partial sums over whole vectors, then the tail.
+    #[inline(always)]
+    fn sum4(row: &[f32], f: impl Fn(v128) -> v128, g: impl Fn(f32) -> f32) -> f32 {
+        let mut acc = f32x4_splat(0.0);
+        let body = row.chunks_exact(4);
+        let tail = body.remainder().iter().fold(0.0, |s, &v| s + g(v));
+        for c in body {
+            acc = f32x4_add(acc, f(V4::load(c).0));
+        }
+        let lanes = [
+            f32x4_extract_lane::<0>(acc),
+            f32x4_extract_lane::<1>(acc),
+            f32x4_extract_lane::<2>(acc),
+            f32x4_extract_lane::<3>(acc),
+        ];
+        lanes.iter().fold(tail, |s, &x| s + x)
+    }
+
+    /// `transformer::normalize_row` for float32 rows and statistics: `(v - mean) · inv · gamma
+    /// (+ beta)`, `inv = 1 / sqrt(var + eps)`; returns (mean, inv).
+    pub(crate) fn layer_norm_row(
+        row: &mut [f32],
+        gamma: &[f32],
+        beta: Option<&[f32]>,
+        eps: f32,
+    ) -> (f32, f32) {
+        let n = row.len() as f32;
+        let mean = sum4(row, |v| v, |v| v) / n;
+        let m = f32x4_splat(mean);
+        let var = sum4(
+            row,
+            |v| {
+                let d = f32x4_sub(v, m);
+                f32x4_mul(d, d)
+            },
+            |v| (v - mean) * (v - mean),
+        ) / n;
+        let inv = 1.0 / (var + eps).sqrt();
+        let iv = f32x4_splat(inv);
+        let len = row.len().min(gamma.len());
+        let mut i = 0;
+        while i + 4 <= len {
+            let z = f32x4_mul(f32x4_sub(V4::load(&row[i..]).0, m), iv);
+            let y = f32x4_mul(z, V4::load(&gamma[i..]).0);
+            let y = match beta {
+                Some(b) => f32x4_add(y, V4::load(&b[i..]).0),
+                None => y,
+            };
+            V4(y).store(&mut row[i..]);
+            i += 4;
+        }
+        for j in i..len {
+            let y = (row[j] - mean) * inv * gamma[j];
+            row[j] = match beta {
+                Some(b) => y + b[j],
+                None => y,
+            };
+        }
+        (mean, inv)
+    }
+
+    /// `rms::rms_row` for float32 rows and statistics: `v / d · gamma`, `d = sqrt(mean(v²) +
+    /// eps)`; returns `1 / d`.
+    pub(crate) fn rms_row(row: &mut [f32], gamma: &[f32], eps: f32) -> f32 {
+        let n = row.len() as f32;
+        let d = (sum4(row, |v| f32x4_mul(v, v), |v| v * v) / n + eps).sqrt();
+        let dv = f32x4_splat(d);
+        let len = row.len().min(gamma.len());
+        let mut i = 0;
+        while i + 4 <= len {
+            let y = f32x4_mul(
+                f32x4_div(V4::load(&row[i..]).0, dv),
+                V4::load(&gamma[i..]).0,
+            );
+            V4(y).store(&mut row[i..]);
+            i += 4;
+        }
+        for j in i..len {
+            row[j] = row[j] / d * gamma[j];
+        }
+        1.0 / d
     }
 
     impl Lane for V4 {

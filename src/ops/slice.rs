@@ -15,7 +15,7 @@
 //! input from 13; from 18, without sizes, `num_outputs` equal parts (rounded up, the last one
 //! smaller). Split 1's optional sizes input is not read.
 
-use ndarray::{Axis, Slice as Cut};
+use ndarray::{ArrayD, Axis, IxDyn, Slice as Cut};
 
 use super::common::{
     bits, check_out, input, int_list, map_tensor, norm_axes, norm_axis, opt_input,
@@ -478,14 +478,33 @@ pub fn split(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     let mut out = Vec::with_capacity(sizes.len());
     let mut pos = 0usize;
     for &s in &sizes {
-        let cut = Cut::new(pos as isize, Some((pos + s) as isize), 1);
-        out.push(map_tensor!(data, a => a
-            .slice_axis(Axis(axis), cut)
-            .as_standard_layout()
-            .into_owned()));
+        out.push(map_tensor!(data, a => axis_part(a, axis, pos, s)));
         pos += s;
     }
     Ok(out)
+}
+
+/// Elements `pos..pos + len` of `axis`, row-major: for a row-major input, one block copy per
+/// index before `axis` (a fused QKV's three parts); otherwise ndarray's strided walk.
+fn axis_part<T: Clone>(a: &ArrayD<T>, axis: usize, pos: usize, len: usize) -> ArrayD<T> {
+    let dims = a.shape();
+    let mut shape = dims.to_vec();
+    shape[axis] = len;
+    if let Some(data) = a.as_slice() {
+        let outer: usize = dims[..axis].iter().product();
+        let inner: usize = dims[axis + 1..].iter().product();
+        let mut v = Vec::with_capacity(outer * len * inner);
+        for o in 0..outer {
+            v.extend_from_slice(&data[(o * dims[axis] + pos) * inner..][..len * inner]);
+        }
+        if let Ok(part) = ArrayD::from_shape_vec(IxDyn(&shape), v) {
+            return part;
+        }
+    }
+    let cut = Cut::new(pos as isize, Some((pos + len) as isize), 1);
+    a.slice_axis(Axis(axis), cut)
+        .as_standard_layout()
+        .into_owned()
 }
 
 /// Slice on webgpu: one strided read (positive steps), with starts/axes/steps fixed.

@@ -235,11 +235,25 @@ pub(super) trait Real:
     fn tanh(self) -> Self;
     fn view(t: &Tensor) -> Option<&ArrayD<Self>>;
     fn wrap(a: ArrayD<Self>) -> Tensor;
+    /// The slice as float32, if `Self` is float32 (for kernels with a float32-only fast path).
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    fn f32s(s: &[Self]) -> Option<&[f32]>;
+    /// [`Real::f32s`], mutable.
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    fn f32s_mut(s: &mut [Self]) -> Option<&mut [f32]>;
 }
 
 macro_rules! impl_real {
-    ($t:ty, $dtype:expr, $variant:ident) => {
+    ($t:ty, $dtype:expr, $variant:ident, $as_f32:expr, $as_f32_mut:expr) => {
         impl Real for $t {
+            fn f32s(s: &[Self]) -> Option<&[f32]> {
+                let f: fn(&[Self]) -> Option<&[f32]> = $as_f32;
+                f(s)
+            }
+            fn f32s_mut(s: &mut [Self]) -> Option<&mut [f32]> {
+                let f: fn(&mut [Self]) -> Option<&mut [f32]> = $as_f32_mut;
+                f(s)
+            }
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
             const DTYPE: DType = $dtype;
@@ -271,8 +285,8 @@ macro_rules! impl_real {
         }
     };
 }
-impl_real!(f32, DType::F32, F32);
-impl_real!(f64, DType::F64, F64);
+impl_real!(f32, DType::F32, F32, |s| Some(s), |s| Some(s));
+impl_real!(f64, DType::F64, F64, |_| None, |_| None);
 
 #[inline(always)]
 pub(super) fn cvt<T: Real, A: Real>(v: T) -> A {
@@ -409,6 +423,19 @@ pub(super) fn normalize_row<T: Real, A: Real>(
     beta: Option<&[T]>,
     eps: A,
 ) -> (A, A) {
+    // The wasm build vectorizes no loop (it is optimized for size): float32 rows with float32
+    // statistics take a four-lane version of the same passes there.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if A::DTYPE == DType::F32 {
+        let beta32 = match beta {
+            None => Some(None),
+            Some(b) => T::f32s(b).map(Some),
+        };
+        if let (Some(g), Some(b), Some(r)) = (T::f32s(gamma), beta32, T::f32s_mut(row)) {
+            let (m, inv) = super::simd::layer_norm_row(r, g, b, eps.to_f64() as f32);
+            return (A::from_f64(m as f64), A::from_f64(inv as f64));
+        }
+    }
     let n = A::from_f64(row.len() as f64);
     let mean = lane_fold(row, cvt::<T, A>) / n;
     let var = lane_fold(row, |v| {
