@@ -11,6 +11,8 @@ Llama-style model, each as a prompt graph and a decode-step graph, with transfor
   llama12.onnx             LlamaForCausalLM: 12 layers, hidden 768, 12 heads, 4 key/value
                            heads, intermediate 2048, vocab 32000, untied head
   llama12_decode.onnx      its decode step (past_key_i [batch, 4, past, 64])
+  gpt2_12x128.onnx         GPT2LMHeadModel: 12 layers, hidden 128, 4 heads, vocab 50257 (the
+                           12-layer GPT-2 of issue 16's browser comparison; prompt graph only)
 
 Weights are random and do not come from torch: every initializer that is a copy of a torch
 parameter (or of its transpose) becomes external data in NAME.onnx.data, marked in its
@@ -52,6 +54,13 @@ def gpt2_small():
     torch.manual_seed(0)
     return GPT2LMHeadModel(GPT2Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12,
                                       n_head=12)).eval()
+
+
+def gpt2_12x128():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=50257, n_positions=1024, n_embd=128, n_layer=12,
+                                      n_head=4)).eval()
 
 
 def llama12():
@@ -183,7 +192,8 @@ def ort_check(path: Path, m, decode: bool) -> str:
 
 
 MODELS = {"gpt2_small": (gpt2_small, False), "gpt2_small_decode": (gpt2_small, True),
-          "llama12": (llama12, False), "llama12_decode": (llama12, True)}
+          "llama12": (llama12, False), "llama12_decode": (llama12, True),
+          "gpt2_12x128": (gpt2_12x128, False)}
 
 
 def main() -> int:

@@ -23,10 +23,11 @@
 //! product of strided views of the packed rows (nothing copied), each row is scaled, masked and
 //! normalized in place by the Softmax kernel's row routine, and one more product applies them to
 //! V, written straight into the head's columns of the output: the [B, N, S, S] tensor is never
-//! built, one [S, S] buffer serves every head, and the products are the MatMul kernel's. With `unidirectional = 1` key k is also masked for
-//! queries q < k (causal), and there the lowest float is added instead of `mask_filter_value`,
-//! as onnxruntime's kernel does whatever `mask_filter_value` is. Anything unsupported is an
-//! error naming it. WebGPU: the projection (+ bias) into scratch, then one attention dispatch.
+//! built, one [S, S] buffer serves every head, and the products are the MatMul kernel's. With
+//! `unidirectional = 1` key k is also masked for queries q < k (causal), and there the lowest
+//! float is added instead of `mask_filter_value`, as onnxruntime's kernel does whatever
+//! `mask_filter_value` is. Anything unsupported is an error naming it. WebGPU: the projection
+//! (+ bias) into scratch, then one attention dispatch.
 
 use ndarray::{ArrayD, ArrayView2, IxDyn};
 

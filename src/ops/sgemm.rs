@@ -9,8 +9,8 @@
 //! AVX2 + FMA, and a smaller tile for wasm's 128-bit vectors (`sgemm_wasm.rs`). Edges are packed
 //! with zeros and computed into a scratch tile.
 //!
-//! `small_sgemm` is the other kernel here: few rows of A (MatMul at small batch x sequence) with
-//! no packing at all, AVX2 + FMA tiles of one row of B.
+//! `small_sgemm` is the other kernel here: one or two rows of A (a decode step) with no packing
+//! at all, B streamed row by row (AVX-512 / AVX2 + FMA, or SIMD128 in wasm).
 //!
 //! The packing buffers are per thread and kept between calls, so a steady-state run allocates
 //! nothing here. Other targets and CPUs without these features use the caller's
@@ -73,8 +73,8 @@ impl<'a, T: Copy> Strided<'a, T> {
 pub enum Isa {
     Avx512,
     Avx2,
-    /// wasm32 with 128-bit SIMD (the npm package's build): no fused multiply-add, so a
-    /// multiply and an add per step.
+    /// wasm32 with 128-bit SIMD (the npm package's builds): a multiply and an add per step, or
+    /// one `f32x4.relaxed_madd` in the relaxed-SIMD build.
     Simd128,
 }
 

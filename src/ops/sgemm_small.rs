@@ -97,7 +97,7 @@ pub fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: u
     }
     #[cfg(target_arch = "wasm32")]
     if m <= SMALL_M {
-        // One thread; the crate's target features (SIMD128) vectorize the window's loops.
+        // One thread; the window's column loops are SIMD128 (`wasm::axpy4` / `axpy1`).
         sgemm_window(a, b, y, m, k, Window::all(n));
         return true;
     }

@@ -78,7 +78,7 @@ fn dots_body((k, n, m, alpha, a, b, ldc): DotArgs, c: &mut [f32]) {
 }
 
 /// `a · b + c`: one fused multiply-add on x86-64 (the callers' wrappers enable FMA); elsewhere a
-/// multiply and an add, which wasm's SIMD128 vectorizes (its `mul_add` is a software routine).
+/// multiply and an add (wasm has no scalar FMA instruction: its `mul_add` is a software routine).
 #[inline(always)]
 pub(super) fn madd(a: f32, b: f32, c: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]

@@ -1,5 +1,6 @@
-"""Issue 16's real-size models (tests/models/real/, weights from scripts/gen_weights.py): GPT-2 small
-and a 12-layer Llama with transformers' default (sdpa) attention fuse every layer, fuselab's parity
+"""Issue 16's real-size models (tests/models/real/, weights from scripts/gen_weights.py): GPT-2 small,
+a 12-layer GPT-2 of hidden size 128 and a 12-layer Llama with transformers' default (sdpa)
+attention fuse every layer, fuselab's parity
 check runs at 1 x 16, the optimized model is saved with external data, and onnxruntime (CPU) runs it
 within 1e-4 of the original.
 
@@ -23,6 +24,7 @@ REAL = REPO / "tests" / "models" / "real"
 # model: (fused ops, vocabulary)
 CASES = {
     "gpt2_small": ({"MultiHeadAttention": 12, "SkipLayerNormalization": 25, "FastGelu": 12}, 50257),
+    "gpt2_12x128": ({"MultiHeadAttention": 12, "SkipLayerNormalization": 25, "FastGelu": 12}, 50257),
     "llama12": ({"MultiHeadAttention": 12, "RotaryEmbedding": 24, "SkipSimplifiedLayerNormalization": 24,
                  "SimplifiedLayerNormalization": 1, "QuickGelu": 12}, 32000),
 }
