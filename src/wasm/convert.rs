@@ -174,10 +174,16 @@ pub(super) fn outputs_to_js(outs: &[(String, Tensor)]) -> Result<JsValue, JsErro
 }
 
 fn tensor_to_js(t: &Tensor) -> Result<JsValue, JsError> {
+    // One copy into the JS typed array where the data is row-major (every kernel's output is);
+    // otherwise gathered into a Vec first.
     macro_rules! typed {
-        ($js:ty, $a:expr) => {
-            <$js>::from($a.iter().copied().collect::<Vec<_>>().as_slice()).into()
-        };
+        ($js:ty, $a:expr) => {{
+            let a = &$a;
+            match a.as_slice() {
+                Some(s) => <$js>::from(s).into(),
+                None => <$js>::from(a.iter().copied().collect::<Vec<_>>().as_slice()).into(),
+            }
+        }};
     }
     let data: JsValue = match t {
         Tensor::F32(a) => typed!(js_sys::Float32Array, a),
