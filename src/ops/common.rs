@@ -242,10 +242,6 @@ pub trait Float: Num {
     /// exp for hot loops: float32 uses the branch-free `fastmath::exp` (within 3e-7 relative of
     /// the true value; it vectorizes), float64 libm's.
     fn fast_exp(self) -> Self;
-    /// `v = exp(v - max)` over `row` (Softmax's middle pass), 0 where `v - max < EXP_ZERO`. A
-    /// select, not a branch: float32 stays vectorizable (four lanes at a time in the wasm build,
-    /// `simd::map_in_place`), and float64 skips libm's slow underflow path for masked scores.
-    fn exp_shifted(row: &mut [Self], max: Self);
     /// Softmax over `row` by a vector routine of this build, if it has one for the type (the
     /// wasm build's float32: `simd::softmax_row`); false (nothing done) otherwise.
     #[inline(always)]
@@ -255,27 +251,12 @@ pub trait Float: Num {
     }
 }
 
-/// `exp(x - max)` as a [`super::simd::LaneFn`], for [`Float::exp_shifted`] on float32.
-struct Shifted(f32);
-impl super::simd::LaneFn for Shifted {
-    #[inline(always)]
-    fn at<L: super::fastmath::Lane>(&self, x: L) -> L {
-        let d = x - L::splat(self.0);
-        let low = d.lt(L::splat(<f32 as Float>::EXP_ZERO));
-        L::select(low, L::splat(0.0), super::fastmath::exp_l(d))
-    }
-}
-
 impl Float for f32 {
     const NEG_INFINITY: Self = f32::NEG_INFINITY;
     const EXP_ZERO: Self = -104.0;
     #[inline(always)]
     fn fast_exp(self) -> Self {
         super::fastmath::exp(self)
-    }
-    #[inline(always)]
-    fn exp_shifted(row: &mut [f32], max: f32) {
-        super::simd::map_in_place(row, &Shifted(max));
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     fn softmax_lanes(row: &mut [f32]) -> bool {
@@ -290,13 +271,6 @@ impl Float for f64 {
     #[inline(always)]
     fn fast_exp(self) -> Self {
         f64::exp(self)
-    }
-    #[inline(always)]
-    fn exp_shifted(row: &mut [f64], max: f64) {
-        for v in row.iter_mut() {
-            let d = *v - max;
-            *v = if d < Self::EXP_ZERO { 0.0 } else { d.exp() };
-        }
     }
 }
 

@@ -385,7 +385,16 @@ pub(super) fn softmax_row<T: Float>(row: &mut [T]) {
         .iter()
         .chain(&maxes)
         .fold(T::NEG_INFINITY, |m, &v| pick(m, v));
-    T::exp_shifted(row, max);
+    for v in row.iter_mut() {
+        let d = v.wsub(max);
+        // A select, not a branch: the f32 loop still vectorizes, and f64 skips libm's slow
+        // underflow path for masked scores.
+        *v = if d < T::EXP_ZERO {
+            T::ZERO
+        } else {
+            d.fast_exp()
+        };
+    }
     let sum = super::common::lane_sum(row);
     for v in row.iter_mut() {
         *v = v.wdiv(sum);

@@ -12,8 +12,8 @@
 //!
 //! The wasm build is optimized for size (`opt-level = "z"`), where LLVM vectorizes no loop. The
 //! hot element-wise math (fastmath's exp, tanh and erf forms) is therefore written once over
-//! `fastmath::Lane`, and [`map_biased`] / [`map_in_place`] run it on [`V4`] (four lanes in a
-//! SIMD128 vector) there, on `f32` elsewhere.
+//! `fastmath::Lane`, and [`map_biased`] and the row routines below run it on [`V4`] (four lanes
+//! in a SIMD128 vector) there, on `f32` elsewhere.
 //!
 //! ```ignore
 //! simd::widest(#[cfg_attr(target_arch = "x86_64", inline(always))] || body(x, y))
@@ -113,25 +113,6 @@ pub(crate) fn map_biased<F: LaneFn>(ys: &mut [f32], xs: &[f32], bias: Option<&[f
     }
 }
 
-/// `v[i] = f(v[i])`, as [`map_biased`] does it.
-#[inline(always)]
-pub(crate) fn map_in_place<F: LaneFn>(v: &mut [f32], f: &F) {
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    let i = {
-        let mut i = 0;
-        while i + 4 <= v.len() {
-            f.at(V4::load(&v[i..])).store(&mut v[i..]);
-            i += 4;
-        }
-        i
-    };
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    let i = 0;
-    for x in &mut v[i..] {
-        *x = f.at(*x);
-    }
-}
-
 #[inline(always)]
 fn map_row<F: LaneFn>(ys: &mut [f32], xs: &[f32], b: Option<&[f32]>, f: &F) {
     let n = ys.len().min(xs.len());
@@ -228,27 +209,17 @@ mod v4 {
             .iter()
             .chain(tail.iter())
             .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
-        let zero_below = <f32 as super::super::common::Float>::EXP_ZERO;
-        let (mx, lo) = (f32x4_splat(max), f32x4_splat(zero_below));
+        // `exp_l` is 0 below EXP_LO (-104, Softmax's EXP_ZERO): the scalar loop's select.
+        let mx = V4::splat(max);
         let mut sum = f32x4_splat(0.0);
         for c in body.chunks_exact_mut(4) {
-            let d = V4(f32x4_sub(V4::load(c).0, mx));
-            let e = V4::select(
-                f32x4_lt(d.0, lo),
-                V4::splat(0.0),
-                super::super::fastmath::exp_l(d),
-            );
+            let e = super::super::fastmath::exp_l(V4::load(c) - mx);
             e.store(c);
             sum = f32x4_add(sum, e.0);
         }
         let mut total = 0.0;
         for v in tail.iter_mut() {
-            let d = *v - max;
-            *v = if d < zero_below {
-                0.0
-            } else {
-                super::super::fastmath::exp(d)
-            };
+            *v = super::super::fastmath::exp(*v - max);
             total += *v;
         }
         let total = fold(sum).iter().sum::<f32>() + total;
