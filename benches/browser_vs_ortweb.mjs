@@ -9,13 +9,11 @@
 // Without --model: gpt2_tiny and bert_tiny at 1×8 and 1×128. A model with external data
 // (tests/models/real/gpt2_small.onnx) is served with its .data file beside it.
 import { existsSync } from "node:fs";
-import { createServer } from "node:http";
-import { readFile } from "node:fs/promises";
-import { dirname, extname, join, normalize, relative, resolve, sep } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { launch, within } from "../tests/js/browser.mjs";
-import { ortDist } from "../tests/js/ort_web.mjs";
+import { ortDist, serveIsolated } from "../tests/js/ort_web.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -51,22 +49,7 @@ const cases = (values.model ?? [
 // /ort/ → onnxruntime-web's dist, /pkg/ → fuselab's wasm package, /files/ → the repository
 // (models), cross-origin isolated so both runtimes may use threads.
 const mounts = { "/ort/": ortDist, "/pkg/": pkg, "/files/": root };
-const MIME = { ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm" };
-const server = createServer(async (req, res) => {
-  const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
-  const headers = { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp" };
-  if (path === "/") return res.writeHead(200, { ...headers, "Content-Type": "text/html" }).end("<!doctype html><title>bench</title>");
-  const mount = Object.keys(mounts).find((m) => path.startsWith(m));
-  const file = mount && normalize(join(mounts[mount], path.slice(mount.length)));
-  if (!file || !file.startsWith(mounts[mount] + sep)) return res.writeHead(404).end();
-  try {
-    const body = await readFile(file);
-    res.writeHead(200, { ...headers, "Content-Type": MIME[extname(file)] ?? "application/octet-stream" }).end(body);
-  } catch {
-    res.writeHead(404).end();
-  }
-});
-await new Promise((r) => server.listen(0, "127.0.0.1", r));
+const server = await serveIsolated(mounts);
 const browser = await launch();
 const page = await browser.newPage();
 page.on("console", (m) => m.type() === "error" && console.error(m.text()));

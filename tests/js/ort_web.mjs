@@ -16,10 +16,9 @@ export const ortDist = join(root, "node_modules", "onnxruntime-web", "dist");
 
 const MIME = { ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm", ".html": "text/html" };
 
-/** Serves /ort/ from onnxruntime-web's dist/ and /models/ from `modelDir`, cross-origin isolated
- * (onnxruntime-web's threads need SharedArrayBuffer). */
-function serveBoth(modelDir) {
-  const mounts = { "/ort/": ortDist, "/models/": modelDir };
+/** A static server on 127.0.0.1 (any free port), cross-origin isolated (COOP/COEP: threads in
+ * wasm need SharedArrayBuffer): URL prefix → folder in `mounts`; "/" is an empty page. */
+export function serveIsolated(mounts) {
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
     const headers = { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp" };
@@ -45,7 +44,8 @@ function serveBoth(modelDir) {
 
 /** A browser page with onnxruntime-web loaded; `close()` ends both. */
 export async function openOrtWeb(modelDir) {
-  const server = await serveBoth(modelDir);
+  // /ort/ from onnxruntime-web's dist/, /models/ from `modelDir`.
+  const server = await serveIsolated({ "/ort/": ortDist, "/models/": modelDir });
   const url = `http://127.0.0.1:${server.address().port}/`;
   const browser = await launch();
   const page = await browser.newPage();
