@@ -1,7 +1,11 @@
 // fuselab in the browser against onnxruntime-web (issue 16, item 5): in one headless Chromium
-// page, fuselab's wasm `Session` on its own optimized graph and onnxruntime-web 1.31's wasm EP on
-// the original model take turns run by run on identical inputs. Prints a markdown table: median
-// ms of each, their ratio, the largest output difference, and the time to load and optimize.
+// page, fuselab's wasm `Session` on its own optimized graph (in a Worker) and onnxruntime-web
+// 1.31's wasm EP on the original model (on the main thread) take turns run by run on identical
+// inputs. At --threads 1 fuselab runs its relaxed-SIMD build; at more, its threads build
+// (pkg/threads/) with a pool of that many threads (`startThreads`), as onnxruntime-web's
+// `numThreads`. Prints a markdown table: median ms of each, their ratio, the largest output
+// difference, the time to load and optimize, and fuselab's kernel calls split between threads
+// per run.
 // One browser per thread count (onnxruntime-web's `numThreads` is fixed at its first session).
 //
 //   node benches/browser_vs_ortweb.mjs [--runs N] [--threads 1] [--model FILE[:DIM=N,...]]...
@@ -55,54 +59,57 @@ const page = await browser.newPage();
 page.on("console", (m) => m.type() === "error" && console.error(m.text()));
 page.on("pageerror", (e) => console.error(e));
 await page.goto(`http://127.0.0.1:${server.address().port}/`);
-const ua = await page.evaluate(async (threads) => {
+// onnxruntime-web on the page's main thread (as before fuselab had threads: its fastest place
+// here, ~2x its time in a Worker on the tiny models), fuselab in a module Worker
+// (benches/browser_vs_ortweb_worker.mjs), each run timed on its own thread.
+const { ua, build } = await within(120000, "start", page.evaluate(async (threads) => {
   const ort = await import("/ort/ort.wasm.min.mjs");
   ort.env.wasm.wasmPaths = "/ort/";
   ort.env.wasm.numThreads = threads;
-  const fl = await import("/pkg/fuselab.js");
-  // The build the page loads: relaxed SIMD where Chromium runs it (pkg/wasm_url.js).
-  const { relaxedSimd, wasmUrl } = await import("/pkg/wasm_url.js");
-  await fl.default({ module_or_path: wasmUrl() });
-  Object.assign(window, { ort, fl });
-  return `${navigator.userAgent.match(/Chrome\/[\d.]+/)?.[0] ?? navigator.userAgent}, fuselab ${relaxedSimd ? "relaxed-SIMD" : "SIMD128"} build`;
-}, threads);
+  const worker = new Worker("/files/benches/browser_vs_ortweb_worker.mjs", { type: "module" });
+  const ask = (msg, transfer = []) =>
+    new Promise((resolve, reject) => {
+      worker.onmessage = ({ data }) => (data.ok ? resolve(data.result) : reject(new Error(data.error)));
+      worker.onerror = (e) => reject(new Error(e.message));
+      worker.postMessage(msg, transfer);
+    });
+  Object.assign(window, { ort, ask });
+  const build = await ask({ init: { threads } });
+  return { ua: navigator.userAgent.match(/Chrome\/[\d.]+/)?.[0] ?? navigator.userAgent, build };
+}, threads));
 
-console.log(`${ua}, onnxruntime-web 1.31.1 wasm EP, ${threads} thread(s), median of ${runs} interleaved runs\n`);
-console.log("| model | dims | nodes → fused | load + optimize ms | fuselab ms | onnxruntime-web ms | fuselab / ort-web | max diff |");
-console.log("|---|---|---|---:|---:|---:|---:|---:|");
+console.log(`${ua}, fuselab ${build} in a Worker, onnxruntime-web 1.31.1 wasm EP on the main thread, ${threads} thread(s) each, median of ${runs} interleaved runs\n`);
+console.log("| model | dims | nodes → fused | load + optimize ms | fuselab ms | onnxruntime-web ms | fuselab / ort-web | max diff | calls split |");
+console.log("|---|---|---|---:|---:|---:|---:|---:|---:|");
 try {
   for (const { file, dims } of cases) {
     const hasData = existsSync(join(root, `${file}.data`));
-    const r = await within(1200000, file, page.evaluate(async ({ file, dims, runs, hasData }) => {
-      const { ort, fl } = window;
+    const r = await within(1200000, file, page.evaluate(async ({ file, dims, runs, hasData, threads }) => {
+      const { ort, ask } = window;
       const fetchBytes = async (p) => new Uint8Array(await (await fetch(`/files/${p}`)).arrayBuffer());
       const bytes = await fetchBytes(file);
       const dataName = file.split("/").pop() + ".data";
       const data = hasData ? await fetchBytes(`${file}.data`) : null;
-      let t = performance.now();
-      const model = fl.Model.load(bytes, data ? { [dataName]: data } : undefined);
-      const optimized = model.optimize({ dims, parity: false });
-      const m = optimized.model();
-      const session = m.session({ dims });
-      const loadMs = performance.now() - t;
-      const report = optimized.report();
       const ortSession = await ort.InferenceSession.create(bytes, {
         executionProviders: ["wasm"],
         graphOptimizationLevel: "all",
         ...(data ? { externalData: [{ path: dataName, data }] } : {}),
       });
+      const { loadMs, nodes } = await ask({ load: { bytes, dataName, data, dims, threads } });
       // Identical inputs: ids in [0, 16), masks all ones, positions 0..n, floats in [-1, 1).
       let seed = 12345;
-      const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
-      const ours = {}, theirs = {};
+      const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+      const ours = {};
+      const theirs = {};
       for (const meta of ortSession.inputMetadata) {
-        const shape = meta.shape.map((d) => (typeof d === "number" ? d : dims[d] ?? 1));
+        const shape = meta.shape.map((d) => (typeof d === "number" ? d : (dims[d] ?? 1)));
         const n = shape.reduce((a, b) => a * b, 1);
         const last = shape[shape.length - 1];
         let arr;
         if (meta.type === "int64") {
-          arr = BigInt64Array.from({ length: n }, (_, i) =>
-            BigInt(/mask/.test(meta.name) ? 1 : /type/.test(meta.name) ? 0 : /position/.test(meta.name) ? i % last : Math.floor(rand() * 16)));
+          const value = (i) =>
+            /mask/.test(meta.name) ? 1 : /type/.test(meta.name) ? 0 : /position/.test(meta.name) ? i % last : Math.floor(rand() * 16);
+          arr = BigInt64Array.from({ length: n }, (_, i) => BigInt(value(i)));
         } else if (meta.type === "float32") {
           arr = Float32Array.from({ length: n }, () => rand() * 2 - 1);
         } else {
@@ -113,32 +120,36 @@ try {
       }
       // Warm-up (fuselab packs constant weights at a node's second run), then take turns.
       for (let i = 0; i < 3; i++) {
-        session.run(ours);
+        await ask({ run: ours });
         await ortSession.run(theirs);
       }
-      const a = [], b = [];
-      let outA, outB;
+      const a = [];
+      const b = [];
+      let outB;
       for (let i = 0; i < runs; i++) {
-        t = performance.now();
-        outA = session.run(ours);
-        a.push(performance.now() - t);
-        t = performance.now();
+        a.push(await ask({ run: ours }));
+        const t = performance.now();
         outB = await ortSession.run(theirs);
         b.push(performance.now() - t);
       }
+      const outA = await ask({ outputs: true });
       let diff = 0;
       for (const [k, v] of Object.entries(outB)) {
-        const x = outA[k]?.data, y = v.data;
-        if (!x || x.length !== y.length) { diff = Infinity; break; }
+        const x = outA[k]?.data;
+        const y = v.data;
+        if (!x || x.length !== y.length) {
+          diff = Infinity;
+          break;
+        }
         for (let i = 0; i < y.length; i++) diff = Math.max(diff, Math.abs(Number(x[i]) - Number(y[i])));
       }
       await ortSession.release();
-      session.free();
+      const splits = await ask({ drop: true });
       const med = (v) => v.sort((p, q) => p - q)[v.length >> 1];
-      return { a: med(a), b: med(b), diff, loadMs, nodes: `${report.nodes_before} → ${report.nodes_after}` };
-    }, { file, dims, runs, hasData }));
+      return { a: med(a), b: med(b), diff, loadMs, nodes, splits: splits / (runs + 3) };
+    }, { file, dims, runs, hasData, threads }));
     const d = Object.entries(dims).map(([k, v]) => `${k}=${v}`).join(" ");
-    console.log(`| ${file.split("/").pop()} | ${d} | ${r.nodes} | ${r.loadMs.toFixed(0)} | ${r.a.toFixed(2)} | ${r.b.toFixed(2)} | ${(r.a / r.b).toFixed(2)} | ${r.diff.toExponential(1)} |`);
+    console.log(`| ${file.split("/").pop()} | ${d} | ${r.nodes} | ${r.loadMs.toFixed(0)} | ${r.a.toFixed(2)} | ${r.b.toFixed(2)} | ${(r.a / r.b).toFixed(2)} | ${r.diff.toExponential(1)} | ${r.splits.toFixed(0)} per run |`);
   }
 } finally {
   await browser.close();

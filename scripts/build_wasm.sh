@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the npm package's wasm: cargo (wasm32, release) -> wasm-bindgen --target web -> pkg/
-# (fuselab.js, fuselab.d.ts, fuselab_bg.wasm, fuselab_bg.relaxed.wasm, wasm_url.js), then shrinks
+# (fuselab.js, fuselab.d.ts, fuselab_bg.wasm, fuselab_bg.relaxed.wasm, wasm_url.js, and the
+# threads build in pkg/threads/), then shrinks
 # each .wasm with wasm-opt -Oz from
 # npm's binaryen (Debian's is too old for current Rust output) and orders its functions for gzip
 # (scripts/reorder_wasm_functions.mjs). Prints raw and gzipped sizes.
@@ -27,6 +28,23 @@ if ! cmp -s pkg/fuselab.js pkg-relaxed/fuselab.js; then
 fi
 mv pkg-relaxed/fuselab_bg.wasm pkg/fuselab_bg.relaxed.wasm
 rm -rf pkg-relaxed
+
+# The threads build: SIMD128 + relaxed SIMD + atomics, its memory shared with the Web Workers of
+# rayon's pool (feature wasm-threads, wasm-bindgen-rayon). The standard library has to be rebuilt
+# with atomics (nightly, -Z build-std). The linker makes the memory shared and imported (the glue
+# creates it and hands it to every worker), lets it grow to the 4 GiB that limits.rs states, and
+# exports the thread-local-storage symbols wasm-bindgen's thread start needs. wasm-bindgen writes
+# its own glue for it (a shared memory, a worker script under snippets/), so it lives in
+# pkg/threads/ with its .wasm.
+link="--shared-memory --import-memory --max-memory=4294967296 --export=__wasm_init_tls \
+--export=__tls_size --export=__tls_align --export=__tls_base"
+RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory $(printf -- '-C link-arg=%s ' $link)" \
+  cargo +nightly build -Z build-std=panic_abort,std --lib \
+  --profile wasm-release --target wasm32-unknown-unknown --features wasm-threads \
+  --target-dir target/wasm-threads
+wasm-bindgen --target web --out-dir pkg/threads --out-name fuselab \
+  target/wasm-threads/wasm32-unknown-unknown/wasm-release/fuselab.wasm
+rm -f pkg/threads/.gitignore pkg/threads/package.json
 cp js/wasm_url.js js/wasm_url.d.ts pkg/
 raw=$(stat -c %s pkg/fuselab_bg.wasm)
 features=(--enable-simd --enable-relaxed-simd --enable-bulk-memory --enable-nontrapping-float-to-int
@@ -43,8 +61,11 @@ features=(--enable-simd --enable-relaxed-simd --enable-bulk-memory --enable-nont
 # with the raw size and everything at run time unchanged. The last wasm-opt drops the name section
 # (no -g) with one more -Oz pass (the passes that -g turns off are worth 1.5 KB gzipped), and the
 # producers/target_features sections (nothing reads them at run time).
+# Further arguments: more features (--enable-threads for the threads build).
 shrink() {
   local f=$1 base=${1%.wasm}
+  shift
+  local features=("${features[@]}" "$@")
   node_modules/.bin/wasm-opt -g --reorder-functions-by-name -Oz -Oz -Oz --low-memory-unused \
     "${features[@]}" "$f" -o "$base.named.wasm"
   node scripts/reorder_wasm_functions.mjs "$base.named.wasm" "$base.ordered.wasm"
@@ -54,8 +75,9 @@ shrink() {
 }
 shrink pkg/fuselab_bg.wasm
 shrink pkg/fuselab_bg.relaxed.wasm
+shrink pkg/threads/fuselab_bg.wasm --enable-threads
 rm -f pkg/.gitignore pkg/package.json
-for f in pkg/fuselab_bg.wasm pkg/fuselab_bg.relaxed.wasm; do
+for f in pkg/fuselab_bg.wasm pkg/fuselab_bg.relaxed.wasm pkg/threads/fuselab_bg.wasm; do
   printf '%s: %d bytes after wasm-opt -Oz, %d gzipped\n' "$f" "$(stat -c %s "$f")" \
     "$(gzip -9 -c "$f" | wc -c)"
 done

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what fuselab's build and tests need and is missing: the wasm32 rustup target,
+# Installs what fuselab's build and tests need and is missing: the wasm32 rustup target (and,
+# for the wasm threads build, nightly's rust-src and wasm32 target),
 # wasm-bindgen-cli at the exact wasm-bindgen version in Cargo.lock (when the crate uses it),
 # Debian's chromium + chromium-driver (and node/npm), the npm dev dependencies (npm ci), a
 # Python venv (.venv) with the pinned onnx/onnxruntime/numpy/pytest, the regenerated ONNX
@@ -18,6 +19,22 @@ fi
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
   log "adding rustup target wasm32-unknown-unknown"
   rustup target add wasm32-unknown-unknown
+fi
+
+# The threads build (scripts/build_wasm.sh) rebuilds the standard library with atomics, which
+# needs a nightly toolchain with rust-src and the wasm32 target. This machine kind ships a
+# nightly beside stable; rustup adds the two components.
+if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+  echo "setup: no nightly toolchain (rustup toolchain list): the wasm threads build needs one" >&2
+  exit 1
+fi
+if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -qx rust-src; then
+  log "adding rust-src to the nightly toolchain (wasm threads build)"
+  rustup component add rust-src --toolchain nightly
+fi
+if ! rustup target list --toolchain nightly --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  log "adding wasm32-unknown-unknown to the nightly toolchain"
+  rustup target add wasm32-unknown-unknown --toolchain nightly
 fi
 
 # wasm-bindgen-cli must equal the wasm-bindgen crate version in Cargo.lock exactly.

@@ -19,6 +19,10 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 step "cargo clippy (wasm32: lib and the wasm test)"
 cargo clippy --target wasm32-unknown-unknown --lib --test wasm -- -D warnings
+step "cargo clippy (wasm32 threads build: nightly, atomics, feature wasm-threads)"
+RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory" \
+  cargo +nightly clippy -Z build-std=panic_abort,std --target wasm32-unknown-unknown --lib \
+  --features wasm-threads --target-dir target/wasm-threads -- -D warnings
 step "wasm API tests (wasm-bindgen-test-runner, headless Chromium via chromium-driver)"
 # The runner gives the whole page 20 s by default; the WebGPU model parity tests take ~30 s on
 # SwiftShader. --nocapture prints their per-model diffs and dispatch counts.

@@ -1,8 +1,15 @@
 //! Threads: one policy for the whole crate. Work runs on the calling thread unless a caller asks
-//! for more (`--threads N` in the CLI), and then on a rayon pool of N threads made for that call
-//! ([`with_threads`]). A kernel splits its work only when it runs inside such a pool
-//! ([`split`]), so one thread stays the default, the unit tests and the parity check run as
-//! before, and nothing in the wasm build spawns a thread (rayon is native only).
+//! for more (`--threads N` in the CLI, `threads` in the wasm API's run options), and then on a
+//! rayon pool ([`with_threads`]). A kernel splits its work only when it runs inside such a pool
+//! ([`split`]), so one thread stays the default and the unit tests and the parity check run as
+//! before.
+//!
+//! Natively the pool is made for the call. In wasm, rayon is compiled in only by the threads
+//! build (feature `wasm-threads`): there the pool is the global one that JS starts once with
+//! `await startThreads(n)` (Web Workers sharing the module's memory, by wasm-bindgen-rayon), and
+//! a call with `threads` ≤ n runs on it, its kernels splitting into at most `threads` parts. The
+//! caller blocks while the pool works, so it should be a Worker (a page's main thread spins).
+//! The plain wasm builds run on one thread.
 //!
 //! Kernels split so that every thread writes its own elements and the sums keep their order:
 //! the results are the same bit for bit at any thread count.
@@ -14,13 +21,18 @@ use std::ops::Range;
 /// the tiny GPT-2 at 1x128 ran 1.3x slower on 2 threads than on 1 (its products are 1-2M).
 #[cfg(not(target_arch = "wasm32"))]
 const MIN_PARALLEL_WORK: usize = 1 << 22;
+/// In wasm a multiply-add takes 2-4x longer, so less work pays for the handoff. On 2026-12-06
+/// in Chromium at 2 threads, 2^20 split 5-7 products per run of the tiny GPT-2/BERT where 2^22
+/// split 0-1, and changed their times by under 5% (docs/benchmarks.md).
+#[cfg(all(target_arch = "wasm32", feature = "wasm-threads"))]
+const MIN_PARALLEL_WORK: usize = 1 << 20;
 
 /// The most threads [`with_threads`] takes.
 pub const MAX_THREADS: usize = 256;
 
 /// Runs `f` with `threads` threads for the kernels: on this thread when `threads` is 1, else on a
-/// rayon pool of that many threads, built for this call. An error when the pool cannot be built
-/// (or, in wasm, when more than one thread is asked for).
+/// rayon pool (see the module's text). An error when the pool cannot be built, or in wasm when
+/// the build has no threads or `startThreads` gave the pool fewer than `threads`.
 pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> crate::Result<R> {
     if threads == 0 || threads > MAX_THREADS {
         return Err(crate::Error::invalid(format!(
@@ -39,12 +51,110 @@ pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> cr
             .map_err(|e| crate::Error::Other(format!("cannot start {threads} threads: {e}")))?;
         Ok(pool.install(f))
     }
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(all(target_arch = "wasm32", feature = "wasm-threads"))]
+    {
+        web::run(threads, f)
+    }
+    #[cfg(all(target_arch = "wasm32", not(feature = "wasm-threads")))]
     {
         let _ = f;
-        Err(crate::Error::invalid(
-            "the wasm build runs on one thread".to_string(),
-        ))
+        Err(crate::Error::invalid(format!(
+            "threads {threads}: this wasm build runs on one thread; the threads build \
+             (fuselab/threads) runs more in a cross-origin isolated page"
+        )))
+    }
+}
+
+/// The threads build's pool: started once from JS, then shared by every call.
+#[cfg(all(target_arch = "wasm32", feature = "wasm-threads"))]
+pub mod web {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Threads in the global pool: 0 before `startThreads`, `usize::MAX` while it starts.
+    static POOL: AtomicUsize = AtomicUsize::new(0);
+    /// Kernel calls that split between threads since the module started ([`splits`]).
+    static SPLITS: AtomicUsize = AtomicUsize::new(0);
+    /// The parts a kernel may split into during the current call ([`super::with_threads`]'s
+    /// `threads`, which may be fewer than the pool's). wasm has one caller at a time: the JS
+    /// thread that called in, blocked until the call returns.
+    static WIDTH: AtomicUsize = AtomicUsize::new(1);
+
+    /// Starts the global pool of `threads` Web Workers (once; again with the same count is a
+    /// no-op). Errors name what is wrong: a count out of range, a pool already started with
+    /// another count, or the browser refusing (no cross-origin isolation, no module workers).
+    pub async fn start(threads: usize) -> Result<usize, String> {
+        if threads == 0 || threads > super::MAX_THREADS {
+            return Err(format!(
+                "startThreads({threads}): give 1 to {}",
+                super::MAX_THREADS
+            ));
+        }
+        match POOL.compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {}
+            Err(n) if n == threads => return Ok(n),
+            Err(usize::MAX) => return Err("startThreads: the pool is still starting".into()),
+            Err(n) => {
+                return Err(format!(
+                    "startThreads({threads}): the pool already has {n} threads (it starts once \
+                     per page)"
+                ))
+            }
+        }
+        let started =
+            wasm_bindgen_futures::JsFuture::from(wasm_bindgen_rayon::init_thread_pool(threads))
+                .await;
+        match started {
+            Ok(_) => {
+                POOL.store(threads, Ordering::Release);
+                Ok(threads)
+            }
+            Err(e) => {
+                POOL.store(0, Ordering::Release);
+                Err(format!("startThreads({threads}) failed: {e:?}"))
+            }
+        }
+    }
+
+    /// The pool's size (0: not started).
+    pub fn pool() -> usize {
+        match POOL.load(Ordering::Acquire) {
+            usize::MAX => 0,
+            n => n,
+        }
+    }
+
+    /// How many kernel calls have split their work between threads so far: what shows that a
+    /// run with `threads` > 1 used the pool (`parallelCalls()` in JS).
+    pub fn splits() -> usize {
+        SPLITS.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn count_split() {
+        SPLITS.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn width() -> usize {
+        WIDTH.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn run<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> crate::Result<R> {
+        let pool = pool();
+        if pool == 0 {
+            return Err(crate::Error::invalid(format!(
+                "threads {threads}: start the pool first (await startThreads(n) in a cross-origin \
+                 isolated page)"
+            )));
+        }
+        if threads > pool {
+            return Err(crate::Error::invalid(format!(
+                "threads {threads}: the pool has {pool} (startThreads)"
+            )));
+        }
+        WIDTH.store(threads, Ordering::Relaxed);
+        // `scope` from outside the pool runs `f` on one of its workers and waits for it.
+        let r = rayon::scope(|_| f());
+        WIDTH.store(1, Ordering::Relaxed);
+        Ok(r)
     }
 }
 
@@ -52,11 +162,17 @@ pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> cr
 /// when the whole is `work` multiply-adds: `Some(parts)` with 2 ≤ parts ≤ units inside a pool of
 /// several threads ([`with_threads`]) and for enough work; `None` to run on this thread.
 pub fn split(units: usize, work: usize) -> Option<usize> {
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
     {
         rayon::current_thread_index()?;
-        let parts = rayon::current_num_threads().min(units);
+        #[cfg(not(target_arch = "wasm32"))]
+        let width = rayon::current_num_threads();
+        #[cfg(target_arch = "wasm32")]
+        let width = web::width().min(rayon::current_num_threads());
+        let parts = width.min(units);
         if parts >= 2 && work >= MIN_PARALLEL_WORK {
+            #[cfg(target_arch = "wasm32")]
+            web::count_split();
             return Some(parts);
         }
     }
@@ -67,14 +183,14 @@ pub fn split(units: usize, work: usize) -> Option<usize> {
 /// Calls `f` on `parts` consecutive ranges covering `0..units`, in parallel (inside the pool
 /// [`split`] found), and returns when all are done.
 pub fn for_each_part(units: usize, parts: usize, f: impl Fn(Range<usize>) + Sync) {
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
     {
         use rayon::prelude::*;
         (0..parts)
             .into_par_iter()
             .for_each(|p| f(part(p, units, parts)));
     }
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(all(target_arch = "wasm32", not(feature = "wasm-threads")))]
     (0..parts).for_each(|p| f(part(p, units, parts)));
 }
 
@@ -106,7 +222,7 @@ pub fn for_each_rows<T: Send>(
         pieces.push((rows, mine));
         rest = tail;
     }
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
     {
         use rayon::prelude::*;
         pieces
@@ -114,7 +230,7 @@ pub fn for_each_rows<T: Send>(
             .map(|(rows, piece)| f(rows, piece))
             .collect::<Result<(), String>>()
     }
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(all(target_arch = "wasm32", not(feature = "wasm-threads")))]
     pieces
         .into_iter()
         .try_for_each(|(rows, piece)| f(rows, piece))

@@ -14,6 +14,8 @@
 //! b.summary();                                    // medians, minimums, speedup
 //! m.profile({ dims: { seq: 8 } }, 10, () => performance.now()); // per op type, op sequence; candidates
 //! const g = await GpuBench.prepare(m, o.model(), { dims: { seq: 8 } }); // the same on WebGPU
+//! // The threads build (pkg/threads/, feature "wasm-threads"), from a Worker of a cross-origin
+//! // isolated page: await startThreads(2), then { threads: 2 } in session/run/Bench options.
 //! ```
 //!
 //! Options and results cross as plain JS objects (JSON-shaped). Their TypeScript types are
@@ -88,9 +90,17 @@ pub struct RunOptions {
     /// "reference" (default). For WebGPU use `GpuModel.prepare` or `GpuBench.prepare`;
     /// "webgpu" here is an error.
     pub backend: Option<Backend>,
+    /// Threads for the reference backend's kernels (default 1). More than 1 needs the threads
+    /// build (`fuselab/threads`) and its pool started with `await startThreads(n)`, n ≥ this;
+    /// the results are the same bit for bit at any count. `profile` takes 1 only.
+    pub threads: Option<usize>,
 }
 
 impl RunOptions {
+    fn threads(&self) -> usize {
+        self.threads.unwrap_or(1)
+    }
+
     fn check_reference(&self) -> Result<(), JsError> {
         match self.backend.unwrap_or_default() {
             Backend::Reference => Ok(()),
@@ -120,6 +130,38 @@ export interface TensorValue {
   data: TensorData;
 }
 "#;
+
+/// Starts the threads build's pool of `threads` Web Workers (once per page; the same count again
+/// is a no-op) and resolves to its size. Needs a cross-origin isolated page (COOP `same-origin`,
+/// COEP `require-corp`). Then `threads` in the run options splits the kernels' work; the calls
+/// block until done, so make them from a Worker.
+#[cfg(feature = "wasm-threads")]
+#[wasm_bindgen(js_name = startThreads)]
+pub async fn start_threads(threads: usize) -> Result<usize, JsError> {
+    crate::threads::web::start(threads)
+        .await
+        .map_err(|e| JsError::new(&e))
+}
+
+/// The threads the kernels may use here: the pool's size in the threads build after
+/// `startThreads` (0 before), 1 in the other builds.
+#[wasm_bindgen(js_name = threadPool)]
+pub fn thread_pool() -> usize {
+    #[cfg(feature = "wasm-threads")]
+    return crate::threads::web::pool();
+    #[cfg(not(feature = "wasm-threads"))]
+    1
+}
+
+/// Kernel calls that have split their work between the pool's threads since the module
+/// started (always 0 outside the threads build): how a caller sees that `threads` took effect.
+#[wasm_bindgen(js_name = parallelCalls)]
+pub fn parallel_calls() -> usize {
+    #[cfg(feature = "wasm-threads")]
+    return crate::threads::web::splits();
+    #[cfg(not(feature = "wasm-threads"))]
+    0
+}
 
 fn err(e: impl std::fmt::Display) -> JsError {
     JsError::new(&e.to_string())

@@ -142,6 +142,22 @@ fn runs_given_inputs_and_benches_both_graphs() {
     );
     let e = error_text(m.session(js(r#"{"backend": "webgpu"}"#)).err().unwrap());
     assert!(e.contains("GpuModel.prepare"), "{e}");
+    // This build has no threads: asking for two is refused up front, naming the build that has
+    // them; one thread is what it runs, and nothing split.
+    let e = error_text(m.session(js(r#"{"threads": 2}"#)).err().unwrap());
+    assert!(
+        e.contains("threads 2: this wasm build runs on one thread"),
+        "{e}"
+    );
+    assert!(e.contains("fuselab/threads"), "{e}");
+    let e = error_text(Bench::new(&m, &m, js(r#"{"threads": 2}"#)).err().unwrap());
+    assert!(e.contains("runs on one thread"), "{e}");
+    let one = m
+        .session(js(r#"{"dims": {"N": 3}, "threads": 1}"#))
+        .unwrap();
+    assert_eq!(json(&one.run(inputs.clone().into()).unwrap()), out);
+    assert_eq!(fuselab::wasm::thread_pool(), 1);
+    assert_eq!(fuselab::wasm::parallel_calls(), 0);
 
     let o = m.optimize(js(r#"{"dims": {"N": 8}}"#)).unwrap();
     let mut b = Bench::new(&m, &o.model(), js(r#"{"dims": {"N": 8}}"#)).unwrap();

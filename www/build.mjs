@@ -1,8 +1,8 @@
 // Writes the whole static site to www/dist/: index.html, style.css, the bundled page and worker
-// (esbuild), both wasm builds from pkg/ (run `npm run build:wasm` first) and the sample models.
+// (esbuild), the three wasm builds from pkg/ (run `npm run build:wasm` first) and the sample models.
 // Every URL in it is relative, so it works from any static host and any sub-path.
 import { build } from "esbuild";
-import { copyFileSync, existsSync, mkdirSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -37,8 +37,15 @@ const copies = [
   ["tests/models/bert_tiny.onnx", "samples/bert_tiny.onnx"],
 ];
 for (const [from, to] of copies) copyFileSync(join(root, from), join(dist, to));
+// The threads build as wasm-bindgen wrote it (glue, .wasm, its worker script under snippets/):
+// the worker imports it by URL, unbundled, where the page is cross-origin isolated.
+cpSync(join(root, "pkg/threads"), join(dist, "threads"), {
+  recursive: true,
+  filter: (src) => !src.endsWith(".d.ts"),
+});
 const kb = (p) => (statSync(join(dist, p)).size / 1024).toFixed(0);
 console.log(
   `www/dist: main.js ${kb("main.js")} KB, worker.js ${kb("worker.js")} KB, ` +
-    `fuselab_bg.wasm ${kb("fuselab_bg.wasm")} KB, fuselab_bg.relaxed.wasm ${kb("fuselab_bg.relaxed.wasm")} KB, 3 samples`,
+    `fuselab_bg.wasm ${kb("fuselab_bg.wasm")} KB, fuselab_bg.relaxed.wasm ${kb("fuselab_bg.relaxed.wasm")} KB, ` +
+    `threads/fuselab_bg.wasm ${kb("threads/fuselab_bg.wasm")} KB, 3 samples`,
 );

@@ -1,7 +1,9 @@
 // Serves www/dist/ locally: `node www/serve.mjs [--port P] [--base /sub/path/]`. Prints the URL.
 // A plain static server (correct MIME types, .wasm as application/wasm), plus the two headers
-// that make the page cross-origin isolated, which gives benchmarks a finer clock. The page works
-// without them too (any static host).
+// that make the page cross-origin isolated, which lets it run the threads build (wasm threads
+// need SharedArrayBuffer) and gives benchmarks a finer clock. The page works without them too
+// (any static host), on one thread. `isolated: false` leaves the headers out (a test's
+// plain host).
 import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { dirname, extname, join, normalize, sep } from "node:path";
@@ -19,7 +21,7 @@ const MIME = {
   ".svg": "image/svg+xml",
 };
 
-export function serve({ dir, port = 8080, base = "/", host = "127.0.0.1" } = {}) {
+export function serve({ dir, port = 8080, base = "/", host = "127.0.0.1", isolated = true } = {}) {
   if (!base.endsWith("/")) base += "/";
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
@@ -42,8 +44,9 @@ export function serve({ dir, port = 8080, base = "/", host = "127.0.0.1" } = {})
       const body = await readFile(file);
       res.writeHead(200, {
         "Content-Type": MIME[extname(file)] ?? "application/octet-stream",
-        "Cross-Origin-Opener-Policy": "same-origin",
-        "Cross-Origin-Embedder-Policy": "require-corp",
+        ...(isolated
+          ? { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp" }
+          : {}),
         "Cache-Control": "no-cache",
       });
       res.end(body);

@@ -25,6 +25,7 @@ pub struct Bench {
     graphs: [Model; 2],
     inputs: HashMap<String, Tensor>,
     bench: bench::Bench,
+    threads: usize,
 }
 
 #[wasm_bindgen]
@@ -37,6 +38,8 @@ impl Bench {
     ) -> Result<Bench, JsError> {
         let o: RunOptions = from_js(&options, "bench options")?;
         o.check_reference()?;
+        let threads = o.threads();
+        crate::threads::with_threads(threads, || ()).map_err(err)?;
         let limits = Limits::default();
         let inputs = random_inputs(&original.model, &HashMap::new(), &o.dims, o.seed, &limits)
             .map_err(err)?;
@@ -44,6 +47,7 @@ impl Bench {
             graphs: [original.model.clone(), optimized.model.clone()],
             inputs,
             bench: bench::Bench::new(Policy::BROWSER),
+            threads,
         })
     }
 
@@ -64,8 +68,7 @@ impl Bench {
         now: &js_sys::Function,
     ) -> Result<u32, JsError> {
         let ex = executors(&self.graphs)?;
-        let inputs = &self.inputs;
-        let run = |g: Graph| ex[g.index()].run(inputs).map(drop).map_err(err);
+        let run = runner(&ex, &self.inputs, self.threads);
         self.bench.calibrate(min_ms, clock(now), run)
     }
 
@@ -74,8 +77,7 @@ impl Bench {
     /// (`() => performance.now()`).
     pub fn step(&mut self, pairs: u32, now: &js_sys::Function) -> Result<Vec<f64>, JsError> {
         let ex = executors(&self.graphs)?;
-        let inputs = &self.inputs;
-        let run = |g: Graph| ex[g.index()].run(inputs).map(drop).map_err(err);
+        let run = runner(&ex, &self.inputs, self.threads);
         self.bench.sample(pairs.into(), clock(now), run)
     }
 
@@ -83,6 +85,20 @@ impl Bench {
     #[wasm_bindgen(unchecked_return_type = "BenchSummary")]
     pub fn summary(&self) -> Result<JsValue, JsError> {
         to_js(&self.bench.summary())
+    }
+}
+
+/// One timed run of a graph, on `threads` threads (the clock is read outside, on this thread).
+fn runner<'a>(
+    ex: &'a [Executor<'_>; 2],
+    inputs: &'a HashMap<String, Tensor>,
+    threads: usize,
+) -> impl Fn(Graph) -> Result<(), JsError> + 'a {
+    move |g: Graph| {
+        let e = &ex[g.index()];
+        crate::threads::with_threads(threads, || e.run(inputs).map(drop))
+            .map_err(err)?
+            .map_err(err)
     }
 }
 

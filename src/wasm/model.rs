@@ -159,7 +159,8 @@ impl WasmModel {
         let limits = Limits::default();
         let feeds = random_inputs(&self.model, &given, &o.dims, o.seed, &limits).map_err(err)?;
         let ex = Executor::new(&self.model, &limits).map_err(err)?;
-        outputs_to_js(&ex.run(&feeds).map_err(err)?)
+        let out = crate::threads::with_threads(o.threads(), || ex.run(&feeds)).map_err(err)?;
+        outputs_to_js(&out.map_err(err)?)
     }
 }
 
@@ -181,6 +182,9 @@ impl WasmModel {
         o.check_reference()?;
         if runs == Some(0) {
             return Err(JsError::new("profile: runs must be at least 1"));
+        }
+        if o.threads() != 1 {
+            return Err(JsError::new("profile: runs on one thread (threads: 1)"));
         }
         let opts = crate::profile::ProfileOptions {
             runs: runs.unwrap_or(10) as usize,

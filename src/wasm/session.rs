@@ -23,18 +23,23 @@ pub struct Session {
     model: Rc<Model>,
     dims: HashMap<String, usize>,
     seed: u64,
+    threads: usize,
 }
 
 #[wasm_bindgen(js_class = Model)]
 impl WasmModel {
     /// Plans the model once for repeated runs (`session.run(inputs)`), on the reference
-    /// backend. `options`: `dims` and `seed` of the random inputs for what `run` is not given.
+    /// backend. `options`: `dims` and `seed` of the random inputs for what `run` is not given, and
+    /// `threads` for every run.
     pub fn session(
         &self,
         #[wasm_bindgen(unchecked_param_type = "RunOptions | undefined")] options: JsValue,
     ) -> Result<Session, JsError> {
         let o: RunOptions = from_js(&options, "session options")?;
         o.check_reference()?;
+        let threads = o.threads();
+        // Refused now rather than at the first run.
+        crate::threads::with_threads(threads, || ()).map_err(err)?;
         let model = Rc::new(self.model.clone());
         // SAFETY: the reference points into the Rc's allocation, which `Session` owns and frees
         // only after dropping `executor` (field order), and nothing mutates it meanwhile.
@@ -45,6 +50,7 @@ impl WasmModel {
             model,
             dims: o.dims,
             seed: o.seed,
+            threads,
         })
     }
 }
@@ -62,6 +68,9 @@ impl Session {
         let limits = Limits::default();
         let feeds =
             random_inputs(&self.model, &given, &self.dims, self.seed, &limits).map_err(err)?;
-        outputs_to_js(&self.executor.run(&feeds).map_err(err)?)
+        let executor = &self.executor;
+        let out =
+            crate::threads::with_threads(self.threads, || executor.run(&feeds)).map_err(err)?;
+        outputs_to_js(&out.map_err(err)?)
     }
 }

@@ -42,7 +42,9 @@ after(async () => {
 });
 
 test("npm pack ships exactly the package files", () => {
-  assert.deepEqual(tarball.files, [
+  // wasm-bindgen names the worker script's folder by a hash of the crate that brings it.
+  const files = tarball.files.map((f) => f.replace(/wasm-bindgen-rayon-[0-9a-f]+/, "wasm-bindgen-rayon-HASH"));
+  assert.deepEqual(files, [
     "README.md",
     "package.json",
     "pkg/fuselab.d.ts",
@@ -50,6 +52,10 @@ test("npm pack ships exactly the package files", () => {
     "pkg/fuselab_bg.relaxed.wasm",
     "pkg/fuselab_bg.wasm",
     "pkg/fuselab_bg.wasm.d.ts",
+    "pkg/threads/fuselab.d.ts",
+    "pkg/threads/fuselab.js",
+    "pkg/threads/fuselab_bg.wasm",
+    "pkg/threads/snippets/wasm-bindgen-rayon-HASH/src/workerHelpers.no-bundler.js",
     "pkg/wasm_url.d.ts",
     "pkg/wasm_url.js",
   ]);
@@ -113,6 +119,56 @@ ${example()}</script>
   try {
     expectRun(await logsOf(`${url}plain.html`, () => true));
   } finally {
+    server.close();
+  }
+});
+
+// The threads build from the tarball, unbundled, in a module Worker of a cross-origin isolated
+// page (www/serve.mjs sends COOP/COEP): a pool of 2, and gpt2_tiny at 1×128 (its 1000-word
+// lm_head is enough work to split) gives the same outputs bit for bit on 2 threads as on 1.
+test("the threads build runs from the tarball in a Worker: 2 threads split work, outputs equal 1 thread's", async () => {
+  writeFileSync(
+    join(app, "threads_worker.js"),
+    `import { wasmThreads, threadsUrl } from "./node_modules/fuselab/pkg/wasm_url.js";
+try {
+  const fl = await import(threadsUrl().href);
+  await fl.default();
+  const pool = await fl.startThreads(2);
+  const m = fl.Model.load(new Uint8Array(await (await fetch("./gpt2_tiny.onnx")).arrayBuffer()));
+  const dims = { batch: 1, seq: 128 };
+  const one = m.session({ dims }).run();
+  const before = fl.parallelCalls();
+  const two = m.session({ dims, threads: 2 }).run();
+  const splits = fl.parallelCalls() - before;
+  let same = Object.keys(one).length > 0;
+  for (const [k, v] of Object.entries(one)) same &&= v.data.length === two[k].data.length && v.data.every((x, i) => Object.is(x, two[k].data[i]));
+  let refused = "";
+  try { m.session({ dims, threads: 3 }); } catch (e) { refused = e.message; }
+  postMessage({ wasmThreads, pool, splits, same, refused });
+} catch (e) {
+  postMessage({ error: String(e) });
+}
+`,
+  );
+  writeFileSync(join(app, "threads.html"), "<!doctype html><title>threads</title>\n");
+  copyFileSync(join(root, "tests/models/gpt2_tiny.onnx"), join(app, "gpt2_tiny.onnx"));
+  const { server, url } = await serve({ dir: app, port: 0, base: "/" });
+  const page = await browser.newPage();
+  try {
+    await within(30000, "threads.html", page.goto(`${url}threads.html`));
+    const r = await within(120000, "threads worker", page.evaluate(() => new Promise((resolve) => {
+      const w = new Worker("./threads_worker.js", { type: "module" });
+      w.onmessage = ({ data }) => resolve(data);
+      w.onerror = (e) => resolve({ error: e.message });
+    })));
+    assert.equal(r.error, undefined, r.error);
+    assert.equal(r.wasmThreads, true);
+    assert.equal(r.pool, 2);
+    assert.ok(r.splits > 0, "no kernel call split between the two threads");
+    assert.equal(r.same, true, "2-thread outputs differ from 1-thread outputs");
+    assert.match(r.refused, /threads 3: the pool has 2/);
+  } finally {
+    await page.close();
     server.close();
   }
 });

@@ -126,6 +126,13 @@ test("20-run benchmarks on the reference and the WebGPU backend draw their chart
   const result = await page.textContent("#bench-result");
   assert.match(result, /speedup [\d.]+x/, result);
   console.log(`# ${result}`);
+  // Served cross-origin isolated, the page runs the threads build with a pool of
+  // min(cores, 4) and benchmarks on all of it by default (this machine kind has 2 cores).
+  const pool = await page.locator("#threads option").count();
+  assert.ok(pool >= 2, `the threads select offers ${pool} option(s)`);
+  assert.equal(await page.inputValue("#threads"), String(pool));
+  assert.match(await page.textContent("#threads-note"), new RegExp(`up to ${pool} threads`));
+  assert.match(result, new RegExp(`^reference backend, ${pool} threads, 20 interleaved runs`), result);
   assert.equal(await page.locator("#bench-chart .series.original circle").count(), 20);
   assert.equal(await page.locator("#bench-chart .series.fused circle").count(), 20);
   assert.equal(await page.locator("#bench-chart .median").count(), 2);
@@ -295,7 +302,34 @@ test("nothing left the machine: every request went to the page's own server", ()
   const origin = new URL(url).origin;
   const foreign = requests.filter((r) => !r.startsWith(origin + "/") && !r.startsWith("blob:") && !r.startsWith("data:"));
   assert.deepEqual(foreign, []);
-  // Chromium runs relaxed SIMD, so the worker loads that build (pkg/wasm_url.js).
-  assert.ok(requests.some((r) => r.endsWith("/demo/fuselab/fuselab_bg.relaxed.wasm")), requests.join("\n"));
+  // Cross-origin isolated, Chromium runs the threads build (pkg/wasm_url.js), and only it.
+  assert.ok(requests.some((r) => r.endsWith("/demo/fuselab/threads/fuselab_bg.wasm")), requests.join("\n"));
+  assert.ok(!requests.some((r) => /fuselab_bg(\.relaxed)?\.wasm$/.test(r) && !r.includes("/threads/")), requests.join("\n"));
   assert.deepEqual(errors, []);
+});
+
+test("served without COOP/COEP, the page runs the relaxed-SIMD build on one thread", async () => {
+  const plain = await serve({ dir: dist, port: 0, base: "/", isolated: false });
+  const p = await browser.newPage();
+  const seen = [];
+  p.on("request", (r) => seen.push(r.url()));
+  try {
+    await within(30000, "page load", p.goto(plain.url));
+    await p.waitForFunction(() => document.getElementById("status").textContent.startsWith("Ready"), null, { timeout: 30000 });
+    assert.equal(await p.evaluate(() => self.crossOriginIsolated), false);
+    await p.waitForFunction(() => document.getElementById("threads-note").textContent !== "", null, { timeout: 10000 });
+    assert.match(await p.textContent("#threads-note"), /runs on one thread here: wasm threads need a cross-origin isolated page/);
+    assert.equal(await p.locator("#threads option").count(), 1);
+    assert.ok(seen.some((r) => r.endsWith("/fuselab_bg.relaxed.wasm")), seen.join("\n"));
+    assert.ok(!seen.some((r) => r.includes("/threads/")), seen.join("\n"));
+    await dropFilesOn(p, [{ name: "gpt2_tiny.onnx", path: join(root, "tests/models/gpt2_tiny.onnx") }]);
+    await p.waitForFunction(() => /graphs shown|Could not/.test(document.getElementById("status").textContent), null, { timeout: 60000 });
+    await p.fill("#runs", "3");
+    await p.click("#bench-run");
+    await p.waitForFunction(() => /speedup|failed/.test(document.getElementById("bench-result").textContent), null, { timeout: 60000 });
+    assert.match(await p.textContent("#bench-result"), /^reference backend, 1 thread, 3 interleaved runs/);
+  } finally {
+    await p.close();
+    plain.server.close();
+  }
 });

@@ -35,12 +35,24 @@ export function setupBench(call, measured) {
   webgpuState().then((text) => {
     $("webgpu-note").textContent = text;
   });
+  // The worker's build: the threads build offers 1..pool threads (default all of them).
+  call("ping").then(({ build, pool }) => {
+    const select = $("threads");
+    select.replaceChildren(
+      ...Array.from({ length: pool }, (_, i) => new Option(String(i + 1), String(i + 1), false, i + 1 === pool)),
+    );
+    $("threads-note").textContent =
+      build === "threads"
+        ? `The reference backend may use up to ${pool} threads here (wasm threads: Web Workers sharing one memory); the results are the same at any count.`
+        : "The reference backend runs on one thread here: wasm threads need a cross-origin isolated page (COOP/COEP headers, as `npm run serve` sends) and a browser with wasm threads and relaxed SIMD.";
+  }, () => {});
   $("bench-form").addEventListener("submit", async (e) => {
     e.preventDefault();
     const what = measured();
     if (!what) return;
     const runs = Math.max(1, Math.min(100000, Number($("runs").value) || 1));
     const backend = $("backend").value;
+    const threads = backend === "webgpu" ? 1 : Number($("threads").value) || 1;
     const bar = $("bench-progress");
     Object.assign(bar, { hidden: false, value: 0, max: runs });
     $("bench-run").disabled = true;
@@ -48,7 +60,7 @@ export function setupBench(call, measured) {
     $("bench-result").textContent = `Running ${runs} interleaved runs of each graph of ${what.label}…`;
     const stale = () => measured()?.gen !== what.gen;
     try {
-      const r = await call("bench", { runs, dims: what.dims, backend }, (p) => {
+      const r = await call("bench", { runs, dims: what.dims, backend, threads }, (p) => {
         if (!stale()) bar.value = p.done;
       });
       const s = r.summary; // the statistics come from the wasm (src/bench.rs), as in the CLI
@@ -61,7 +73,7 @@ export function setupBench(call, measured) {
           `${r.nodes.optimized} nodes (on WebGPU the fused graph also gets the backend's elementwise lowering).`
         : "";
       const text =
-        `${backend} backend, ${s.samples} interleaved runs each after warm-up: original median ${mo.toFixed(4)} ms, fused median ` +
+        `${backend} backend${backend === "webgpu" ? "" : `, ${threads} thread${threads > 1 ? "s" : ""}`}, ${s.samples} interleaved runs each after warm-up: original median ${mo.toFixed(4)} ms, fused median ` +
         `${mf.toFixed(4)} ms — speedup ${s.speedup.toFixed(2)}x.${disp}${per} Measured: ${what.label}.`;
       const res = $("bench-result");
       if (stale()) {

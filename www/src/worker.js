@@ -2,12 +2,36 @@
 // layout (each side), parity, then bench, profile and download on demand.
 // Protocol: the page posts { id, cmd, ...args }; the worker answers { id, ok: true, result } or
 // { id, ok: false, error }, and for long work posts { id, progress: { done, total } } meanwhile.
-import init, { Model, Bench, GpuBench } from "../../pkg/fuselab.js";
-import { wasmUrl } from "../../pkg/wasm_url.js";
+import * as single from "../../pkg/fuselab.js";
+import { threadsUrl, wasmThreads, wasmUrl } from "../../pkg/wasm_url.js";
 import { layoutGraph } from "./layout.js";
 
-// The relaxed-SIMD build where the browser runs it (pkg/wasm_url.js), beside this bundle.
-const ready = init({ module_or_path: wasmUrl() });
+// The most threads the page's pool starts (fewer where the machine has fewer cores).
+const MAX_POOL = 4;
+
+// The wasm API in use: the threads build (threads/, beside this bundle, loaded unbundled) where
+// the page is cross-origin isolated and the browser runs wasm threads, with a pool of up to
+// MAX_POOL Web Workers; else the relaxed-SIMD or SIMD128 build on this thread (pkg/wasm_url.js).
+// This Worker is the caller that blocks while the pool works, as the threads build asks.
+let fl = single;
+let engine = { build: "", pool: 1 };
+const ready = (async () => {
+  if (wasmThreads) {
+    try {
+      const threaded = await import(threadsUrl().href);
+      await threaded.default();
+      const want = Math.max(1, Math.min(navigator.hardwareConcurrency || 1, MAX_POOL));
+      engine = { build: "threads", pool: await threaded.startThreads(want) };
+      fl = threaded;
+      return;
+    } catch (e) {
+      console.warn(`fuselab: the threads build did not start (${e.message}); running on one thread`);
+    }
+  }
+  const url = wasmUrl();
+  await single.default({ module_or_path: url });
+  engine = { build: url.pathname.endsWith(".relaxed.wasm") ? "relaxed-simd" : "simd128", pool: 1 };
+})();
 const now = () => performance.now();
 
 let original = null; // Model
@@ -26,8 +50,9 @@ function pickModel(files) {
 }
 
 const commands = {
+  // Which build runs and how many threads its benchmarks may use.
   async ping() {
-    return true;
+    return engine;
   },
 
   async load({ files }) {
@@ -37,7 +62,7 @@ const commands = {
     else original?.free();
     optimized?.free();
     original = optimized = views = null; // a failed load leaves no freed model behind
-    original = Model.load(model.bytes, Object.keys(external).length ? external : undefined);
+    original = fl.Model.load(model.bytes, Object.keys(external).length ? external : undefined);
     return { name: model.name, bytes: model.bytes.length, summary: original.summary() };
   },
 
@@ -82,13 +107,16 @@ const commands = {
   // WebGPU both graphs are prepared once (pipelines, weights), the fused one with the backend's
   // lowering as `fuselab bench --backend webgpu` runs it; each run uploads the inputs, submits
   // every dispatch and reads the outputs back, as an application would.
-  async bench({ runs, dims, backend }, progress) {
+  async bench({ runs, dims, backend, threads }, progress) {
     if (!optimized) throw new Error("optimize first");
     const opt = optimized.model();
     let bench = null;
     benching++;
     try {
-      bench = backend === "webgpu" ? await GpuBench.prepare(original, opt, { dims }) : new Bench(original, opt, { dims, backend });
+      bench =
+        backend === "webgpu"
+          ? await fl.GpuBench.prepare(original, opt, { dims })
+          : new fl.Bench(original, opt, { dims, backend, threads: threads ?? 1 });
       const repeat = await bench.calibrate(undefined, now);
       const original_ms = [];
       const optimized_ms = [];
@@ -104,7 +132,7 @@ const commands = {
         progress({ done, total: runs });
         await new Promise((r) => setTimeout(r, 0)); // let progress messages out
       }
-      const gpu = bench instanceof GpuBench ? { dispatches: bench.dispatches(), nodes: bench.nodes() } : {};
+      const gpu = bench instanceof fl.GpuBench ? { dispatches: bench.dispatches(), nodes: bench.nodes() } : {};
       return { repeat, original_ms, optimized_ms, summary: bench.summary(), ...gpu };
     } finally {
       bench?.free();
