@@ -8,7 +8,7 @@
 // per run.
 // One browser per thread count (onnxruntime-web's `numThreads` is fixed at its first session).
 //
-//   node benches/browser_vs_ortweb.mjs [--runs N] [--threads 1] [--model FILE[:DIM=N,...]]...
+//   node benches/browser_vs_ortweb.mjs [--runs N] [--threads 1] [--gap MS] [--model FILE[:DIM=N,...]]...
 //     [--pkg DIR]   (needs pkg/, or DIR, from scripts/build_wasm.sh, and npm ci)
 // Without --model: gpt2_tiny and bert_tiny at 1×8 and 1×128. A model with external data
 // (tests/models/real/gpt2_small.onnx) is served with its .data file beside it.
@@ -25,14 +25,19 @@ const { values } = parseArgs({
     threads: { type: "string", default: "1" },
     model: { type: "string", multiple: true },
     pkg: { type: "string", default: "pkg" },
+    gap: { type: "string", default: "0" },
     help: { type: "boolean", default: false },
   },
 });
 if (values.help) {
-  console.log("node benches/browser_vs_ortweb.mjs [--runs N] [--threads T] [--model FILE[:DIM=N,...]]... [--pkg DIR]");
+  console.log("node benches/browser_vs_ortweb.mjs [--runs N] [--threads T] [--gap MS] [--model FILE[:DIM=N,...]]... [--pkg DIR]");
   process.exit(0);
 }
 const runs = Number(values.runs);
+// Idle ms before each timed run: a pool's threads spin a while after their work (onnxruntime's
+// and rayon's both), and on a machine with as many cores as threads that spinning slows the
+// other runtime's next run. A gap lets them go to sleep first; it is not timed.
+const gap = Number(values.gap);
 const threads = Number(values.threads);
 if (!(runs >= 1) || !(threads >= 1)) throw new Error("--runs and --threads take positive numbers");
 
@@ -78,13 +83,13 @@ const { ua, build } = await within(120000, "start", page.evaluate(async (threads
   return { ua: navigator.userAgent.match(/Chrome\/[\d.]+/)?.[0] ?? navigator.userAgent, build };
 }, threads));
 
-console.log(`${ua}, fuselab ${build} in a Worker, onnxruntime-web 1.31.1 wasm EP on the main thread, ${threads} thread(s) each, median of ${runs} interleaved runs\n`);
+console.log(`${ua}, fuselab ${build} in a Worker, onnxruntime-web 1.31.1 wasm EP on the main thread, ${threads} thread(s) each, median of ${runs} interleaved runs${gap > 0 ? `, ${gap} ms idle before each` : ""}\n`);
 console.log("| model | dims | nodes → fused | load + optimize ms | fuselab ms | onnxruntime-web ms | fuselab / ort-web | max diff | calls split |");
 console.log("|---|---|---|---:|---:|---:|---:|---:|---:|");
 try {
   for (const { file, dims } of cases) {
     const hasData = existsSync(join(root, `${file}.data`));
-    const r = await within(1200000, file, page.evaluate(async ({ file, dims, runs, hasData, threads }) => {
+    const r = await within(1200000, file, page.evaluate(async ({ file, dims, runs, hasData, threads, gap }) => {
       const { ort, ask } = window;
       const fetchBytes = async (p) => new Uint8Array(await (await fetch(`/files/${p}`)).arrayBuffer());
       const bytes = await fetchBytes(file);
@@ -126,8 +131,11 @@ try {
       const a = [];
       const b = [];
       let outB;
+      const pause = () => new Promise((r) => setTimeout(r, gap));
       for (let i = 0; i < runs; i++) {
+        if (gap > 0) await pause();
         a.push(await ask({ run: ours }));
+        if (gap > 0) await pause();
         const t = performance.now();
         outB = await ortSession.run(theirs);
         b.push(performance.now() - t);
@@ -147,7 +155,7 @@ try {
       const splits = await ask({ drop: true });
       const med = (v) => v.sort((p, q) => p - q)[v.length >> 1];
       return { a: med(a), b: med(b), diff, loadMs, nodes, splits: splits / (runs + 3) };
-    }, { file, dims, runs, hasData, threads }));
+    }, { file, dims, runs, hasData, threads, gap }));
     const d = Object.entries(dims).map(([k, v]) => `${k}=${v}`).join(" ");
     console.log(`| ${file.split("/").pop()} | ${d} | ${r.nodes} | ${r.loadMs.toFixed(0)} | ${r.a.toFixed(2)} | ${r.b.toFixed(2)} | ${(r.a / r.b).toFixed(2)} | ${r.diff.toExponential(1)} | ${r.splits.toFixed(0)} per run |`);
   }
