@@ -64,8 +64,9 @@ const page = await browser.newPage();
 page.on("console", (m) => m.type() === "error" && console.error(m.text()));
 page.on("pageerror", (e) => console.error(e));
 await page.goto(`http://127.0.0.1:${server.address().port}/`);
-// onnxruntime-web on the page's main thread (as before fuselab had threads: its fastest place
-// here, ~2x its time in a Worker on the tiny models), fuselab in a module Worker
+// onnxruntime-web on the page's main thread, as before fuselab had threads (in a Worker it
+// measured slower here: 4.6-4.7 ms on gpt2_tiny 1x128 against 2.5-3.6, one run each), fuselab
+// in a module Worker
 // (benches/browser_vs_ortweb_worker.mjs), each run timed on its own thread.
 const { ua, build } = await within(120000, "start", page.evaluate(async (threads) => {
   const ort = await import("/ort/ort.wasm.min.mjs");
