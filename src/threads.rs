@@ -31,14 +31,10 @@ const MIN_PARALLEL_WORK: usize = 1 << 20;
 pub const MAX_THREADS: usize = 256;
 
 /// Runs `f` with `threads` threads for the kernels: on this thread when `threads` is 1, else on a
-/// rayon pool (see the module's text). An error when the pool cannot be built, or in wasm when
-/// the build has no threads or `startThreads` gave the pool fewer than `threads`.
+/// rayon pool (see the module's text). An error when [`check`] refuses `threads` or the pool
+/// cannot be built.
 pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> crate::Result<R> {
-    if threads == 0 || threads > MAX_THREADS {
-        return Err(crate::Error::invalid(format!(
-            "--threads {threads}: give 1 to {MAX_THREADS}"
-        )));
-    }
+    check(threads)?;
     if threads == 1 {
         return Ok(f());
     }
@@ -53,16 +49,41 @@ pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> cr
     }
     #[cfg(all(target_arch = "wasm32", feature = "wasm-threads"))]
     {
-        web::run(threads, f)
+        Ok(web::run(threads, f))
     }
     #[cfg(all(target_arch = "wasm32", not(feature = "wasm-threads")))]
     {
         let _ = f;
-        Err(crate::Error::invalid(format!(
-            "threads {threads}: this wasm build runs on one thread; the threads build \
-             (fuselab/threads) runs more in a cross-origin isolated page"
-        )))
+        Err(one_thread_only(threads))
     }
+}
+
+/// Whether [`with_threads`] takes `threads` here, without running anything (a wasm session or
+/// bench refuses a bad count when it is made): 1 to [`MAX_THREADS`]; in wasm, more than 1 only
+/// in the threads build, and at most the pool `startThreads` started.
+pub fn check(threads: usize) -> crate::Result<()> {
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(crate::Error::invalid(format!(
+            "--threads {threads}: give 1 to {MAX_THREADS}"
+        )));
+    }
+    if threads == 1 {
+        return Ok(());
+    }
+    #[cfg(all(target_arch = "wasm32", feature = "wasm-threads"))]
+    return web::check(threads);
+    #[cfg(all(target_arch = "wasm32", not(feature = "wasm-threads")))]
+    return Err(one_thread_only(threads));
+    #[cfg(not(target_arch = "wasm32"))]
+    Ok(())
+}
+
+#[cfg(all(target_arch = "wasm32", not(feature = "wasm-threads")))]
+fn one_thread_only(threads: usize) -> crate::Error {
+    crate::Error::invalid(format!(
+        "threads {threads}: this wasm build runs on one thread; the threads build \
+         (fuselab/threads) runs more in a cross-origin isolated page"
+    ))
 }
 
 /// The threads build's pool: started once from JS, then shared by every call.
@@ -137,24 +158,27 @@ pub mod web {
         WIDTH.load(Ordering::Relaxed)
     }
 
-    pub(super) fn run<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> crate::Result<R> {
-        let pool = pool();
-        if pool == 0 {
-            return Err(crate::Error::invalid(format!(
+    /// `threads` against the pool ([`super::check`]).
+    pub(super) fn check(threads: usize) -> crate::Result<()> {
+        match pool() {
+            0 => Err(crate::Error::invalid(format!(
                 "threads {threads}: start the pool first (await startThreads(n) in a cross-origin \
                  isolated page)"
-            )));
-        }
-        if threads > pool {
-            return Err(crate::Error::invalid(format!(
+            ))),
+            pool if threads > pool => Err(crate::Error::invalid(format!(
                 "threads {threads}: the pool has {pool} (startThreads)"
-            )));
+            ))),
+            _ => Ok(()),
         }
+    }
+
+    /// `f` on the pool, its kernels splitting into up to `threads` parts ([`super::check`]ed).
+    pub(super) fn run<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
         WIDTH.store(threads, Ordering::Relaxed);
         // `scope` from outside the pool runs `f` on one of its workers and waits for it.
         let r = rayon::scope(|_| f());
         WIDTH.store(1, Ordering::Relaxed);
-        Ok(r)
+        r
     }
 }
 

@@ -39,7 +39,7 @@ impl Bench {
         let o: RunOptions = from_js(&options, "bench options")?;
         o.check_reference()?;
         let threads = o.threads();
-        crate::threads::with_threads(threads, || ()).map_err(err)?;
+        crate::threads::check(threads).map_err(err)?;
         let limits = Limits::default();
         let inputs = random_inputs(&original.model, &HashMap::new(), &o.dims, o.seed, &limits)
             .map_err(err)?;

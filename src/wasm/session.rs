@@ -39,7 +39,7 @@ impl WasmModel {
         o.check_reference()?;
         let threads = o.threads();
         // Refused now rather than at the first run.
-        crate::threads::with_threads(threads, || ()).map_err(err)?;
+        crate::threads::check(threads).map_err(err)?;
         let model = Rc::new(self.model.clone());
         // SAFETY: the reference points into the Rc's allocation, which `Session` owns and frees
         // only after dropping `executor` (field order), and nothing mutates it meanwhile.
