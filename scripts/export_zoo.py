@@ -44,6 +44,14 @@ Files (tests/models/zoo/):
   phi3_tiny.onnx             Phi3ForCausalLM, sdpa, GQA 4/2: fused qkv_proj (Slices) and
                              gate_up_proj, its rotary written as the partial form with an empty
                              pass part
+  gpt2_tiny_decode.onnx      tests/models' GPT-2 (sdpa, transformers' default) as a decode step:
+                             input_ids [batch, seq] after past_key_i/past_value_i [batch, 4,
+                             past, 16] (a DynamicCache), attention_mask [batch, total]; logits
+                             and present_key_i/present_value_i [batch, 4, total, 16]. Exported
+                             with 3 new tokens after 5 cached (several new tokens, so nothing is
+                             traced for one)
+  llama_gqa_tiny_decode.onnx the sdpa Llama above (GQA 4/2) as the same decode step (past and
+                             present [batch, 2, past/total, 16])
   t5_encoder_tiny.onnx       T5EncoderModel (eager: T5 has no sdpa), d_model 64, 4 heads of 16,
                              gated-gelu FFN 128: RMSNorm without mean, unscaled scores plus the
                              relative position bias plus the padding mask
@@ -131,6 +139,26 @@ class EncoderHidden(torch.nn.Module):
         return self.encoder(input_features=input_features, return_dict=True).last_hidden_state
 
 
+class DecodeStep(torch.nn.Module):
+    """A causal LM's step after a cache: (input_ids, attention_mask, past_key_0, past_value_0,
+    ...) -> (logits, present_key_0, present_value_0, ...), the cache as a DynamicCache."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask, *past):
+        from transformers import DynamicCache
+        pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
+        cache = DynamicCache(ddp_cache_data=pairs, config=self.m.config)
+        out = self.m(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
+                     use_cache=True, return_dict=True)
+        present = []
+        for layer in out.past_key_values.layers:
+            present += [layer.keys, layer.values]
+        return (out.logits, *present)
+
+
 def text_config(**extra) -> dict:
     return dict(vocab_size=em.VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                 num_attention_heads=4, max_position_embeddings=128, use_cache=False,
@@ -162,6 +190,14 @@ def build_gpt2_sdpa():
                      bos_token_id=em.VOCAB - 1, eos_token_id=em.VOCAB - 1, use_cache=False,
                      attn_implementation="sdpa")
     return CausalLmLogits(GPT2LMHeadModel(cfg)).eval()
+
+
+def build_gpt2_decode():
+    return DecodeStep(build_gpt2_sdpa().m).eval()
+
+
+def build_llama_decode():
+    return DecodeStep(build_llama_sdpa().m).eval()
 
 
 def build_qwen2():
@@ -277,6 +313,42 @@ TEXT = ["input_ids", "attention_mask"]
 
 def text_feeds(batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
     return em.sample_inputs(TEXT, seed=seed, batch=batch, seq=seq)
+
+
+LAYERS = 2  # text_config's
+
+
+def decode_feeds(kv_heads: int, head: int) -> Callable[[int, int, int], dict[str, np.ndarray]]:
+    """A decode step's inputs: seq new tokens after past = seq + 2 cached ones (a mask of ones
+    over past + seq, the cache random)."""
+    def make(batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
+        past = seq + 2
+        rng = np.random.default_rng(seed)
+        feeds = {"input_ids": rng.integers(0, em.VOCAB, (batch, seq)).astype(np.int64),
+                 "attention_mask": np.ones((batch, past + seq), np.int64)}
+        for i in range(LAYERS):
+            for kind in ("key", "value"):
+                feeds[f"past_{kind}_{i}"] = rng.standard_normal(
+                    (batch, kv_heads, past, head)).astype(np.float32)
+        return feeds
+    return make
+
+
+def decode_outputs() -> list[str]:
+    return ["logits"] + [f"present_{k}_{i}" for i in range(LAYERS) for k in ("key", "value")]
+
+
+def decode_axes() -> dict:
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
+            "logits": {0: "batch", 1: "seq"}}
+    for i in range(LAYERS):
+        for kind in ("key", "value"):
+            axes[f"past_{kind}_{i}"] = {0: "batch", 2: "past"}
+            axes[f"present_{kind}_{i}"] = {0: "batch", 2: "total"}
+    return axes
+
+
+DECODE_SHAPES = [(2, 3), (1, 1), (3, 2)]
 
 
 def image_feeds(side: int) -> Callable[[int, int, int], dict[str, np.ndarray]]:
@@ -405,6 +477,10 @@ EXPORTS = {
                     export_legacy),
     "phi3_tiny": (build_phi3, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
                   export_legacy),
+    "gpt2_tiny_decode": (build_gpt2_decode, decode_feeds(4, 16), decode_outputs(),
+                         decode_axes(), DECODE_SHAPES, export_legacy),
+    "llama_gqa_tiny_decode": (build_llama_decode, decode_feeds(2, 16), decode_outputs(),
+                              decode_axes(), DECODE_SHAPES, export_legacy),
     "t5_encoder_tiny": (build_t5_encoder, text_feeds, ["last_hidden_state"],
                         lm_axes("last_hidden_state"), TEXT_SHAPES, export_legacy),
     "distilbert_tiny": (build_distilbert, text_feeds, ["last_hidden_state"],

@@ -37,14 +37,22 @@ impl Op for Concat {
             let rank = shapes.first()?.len();
             let ax = infer_axis(self.axis?, rank)?;
             let mut out = shapes[0].clone();
-            let mut total = Some(0i64);
+            // The sum of the parts: known sizes add up; one symbolic part beside parts of
+            // size 0 (a Concat of one input, an empty cache) is that symbol.
+            let mut known = Some(0i64);
+            let mut named: Vec<&Dim> = vec![];
             for s in &shapes {
-                total = match (total, s.get(ax)) {
-                    (Some(t), Some(Dim::Known(d))) => t.checked_add(*d),
-                    _ => None,
-                };
+                match s.get(ax) {
+                    Some(Dim::Known(d)) => known = known.and_then(|t| t.checked_add(*d)),
+                    Some(d @ Dim::Sym(_)) => named.push(d),
+                    _ => known = None,
+                }
             }
-            out[ax] = total.map(Dim::Known).unwrap_or(Dim::Unknown);
+            out[ax] = match (known, named.as_slice()) {
+                (Some(t), []) => Dim::Known(t),
+                (Some(0), [d]) => (*d).clone(),
+                _ => Dim::Unknown,
+            };
             Some(out)
         })();
         vec![TensorType {

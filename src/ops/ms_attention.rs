@@ -44,7 +44,7 @@ use super::lowering::{run, Lowered, NodeCtx, Ty};
 use super::sdpa::{
     attend, concat_seq, data, elems, merge_heads, split_heads, wrap, AttnFloat, Capture, Dims,
 };
-use super::wgsl;
+use super::wgsl::{self, Bind};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::{Dim, TensorType};
 use crate::tensor::Tensor;
@@ -246,10 +246,21 @@ impl Op for MultiHeadAttention {
             .num_heads
             .filter(|&n| n > 0)
             .ok_or("num_heads is required")? as usize;
-        let others = [3, 6, 7, 8, 9].iter().any(|&i| c.has_input(i));
-        if others || (1..4).any(|o| c.has_out(o)) || !matches!(self.unidirectional, 0 | 1) {
+        let others = [3, 8, 9].iter().any(|&i| c.has_input(i));
+        // A cache: past_key/past_value with both present outputs (a decode step, as
+        // `multi_head_attention` emits it).
+        let cached = c.has_input(6) || c.has_input(7);
+        let presents = c.has_out(1) && c.has_out(2);
+        let cache_ok = !cached || (c.has_input(6) && c.has_input(7) && presents);
+        if others
+            || !cache_ok
+            || (!cached && (c.has_out(1) || c.has_out(2)))
+            || c.has_out(3)
+            || !matches!(self.unidirectional, 0 | 1)
+        {
             return Err(format!(
-                "{OP} on webgpu takes query, key, value, key_padding_mask and attention_bias only"
+                "{OP} on webgpu takes query, key, value, key_padding_mask, attention_bias and \
+                 past_key/past_value with both present outputs only"
             ));
         }
         if c.ty(0)? != Ty::F32 {
@@ -272,6 +283,27 @@ impl Op for MultiHeadAttention {
         if w != n * d {
             return Err(format!("{OP}: query {q:?} is not {n} heads of {d}"));
         }
+        // After a cache of p keys the core reads the present outputs: [B, N, p + l, D].
+        let past = match cached {
+            false => 0,
+            true => {
+                let (pk, pv) = (&c.input(6)?.shape, &c.input(7)?.shape);
+                match (&pk[..], &pv[..]) {
+                    (&[kb, kn, p, kd], &[vb, vn, vp, vd])
+                        if kv_3d && (kb, kn, kd, vb, vn, vp, vd) == (b, n, d, b, n, p, dv) =>
+                    {
+                        p
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{OP}: past_key {pk:?} and past_value {pv:?} do not fit key {k:?} \
+                             and value {v:?} (3-D key/value with [B, N, P, D] caches)"
+                        ))
+                    }
+                }
+            }
+        };
+        let (new_len, l) = (l, past + l);
         let key_padding = match c.input(4).ok() {
             None => None,
             Some(m) if m.shape[..] == [b, l] && c.ty(4)? == Ty::I32 => Some(self.mask_filter_value),
@@ -296,7 +328,7 @@ impl Op for MultiHeadAttention {
         } else {
             self.scale
         };
-        run(wgsl::mha_core(&wgsl::MhaCore {
+        let core = wgsl::mha_core(&wgsl::MhaCore {
             batch: b,
             seq: s,
             kv_seq: l,
@@ -305,10 +337,31 @@ impl Op for MultiHeadAttention {
             v_dim: dv,
             scale,
             bias,
-            kv_3d,
+            kv_3d: kv_3d && !cached,
             key_padding,
             causal: self.unidirectional == 1,
-        })?)
+            past,
+            kv: match cached {
+                true => [Bind::Out(1), Bind::Out(2)],
+                false => [Bind::In(1), Bind::In(2)],
+            },
+        })?;
+        if !cached {
+            return run(core);
+        }
+        // present_key (output 1) from past_key (input 6) and key (1); likewise the values.
+        let append = |width, k: usize| {
+            wgsl::cache_append(
+                (b, n, past, new_len, width),
+                Bind::In(k + 5),
+                Bind::In(k),
+                Bind::Out(k),
+            )
+        };
+        Ok(Lowered::Run {
+            dispatches: vec![append(d, 1), append(dv, 2), core],
+            scratch: vec![],
+        })
     }
 }
 

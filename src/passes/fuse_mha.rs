@@ -43,7 +43,7 @@ use crate::ir::types::{Dim, TensorType};
 use crate::ir::{attr, Model, Node, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::ops::reduce::Softmax;
-use crate::passes::attention_mask::{attention_mask, op_filter};
+use crate::passes::attention_mask::{attention_mask, attention_mask_after, op_filter, Past};
 use crate::passes::matchers::{
     fresh_node_name, guarded_probs, int32_mask, operand_scale, produced_by, require_f32_or_f16,
     require_perm, score_scale, sole_consumer, sole_consumer_op, weights_values,
@@ -309,38 +309,83 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
                 out = raw;
             }
         } else {
-            let proved = attention_mask(model, m, &scores_dims).map_err(|why| {
-                if dt == DType::F32 {
-                    format!("{why}; nor is it a [B or 1, 1 or {heads}, S, L] attention_bias")
-                } else {
-                    format!("{why} ({dt} scores take only a proved mask)")
-                }
-            })?;
+            let past = kv.cache.as_ref().map(|c| cache_lengths(model, c, kv.key));
+            let past = match &past {
+                Some(Some((p, n, total))) => Some(Past {
+                    past: p,
+                    new: n,
+                    total: total.as_deref(),
+                }),
+                Some(None) => return Err("the cache's or the new keys' length is unknown".into()),
+                None => None,
+            };
+            let proved =
+                attention_mask_after(model, m, &scores_dims, past.as_ref()).map_err(|why| {
+                    if dt == DType::F32 {
+                        format!("{why}; nor is it a [B or 1, 1 or {heads}, S, L] attention_bias")
+                    } else {
+                        format!("{why} ({dt} scores take only a proved mask)")
+                    }
+                })?;
             if proved.causal {
-                // Keys after the query get the lowest float32 (the op has no past), as
-                // `Attention` does; `op_filter` below asks the same of F.
+                // Keys after the query get the lowest float32 (with a cache of P keys, query i
+                // is token P + i), as `Attention` does; `op_filter` below asks the same of F.
                 mha.set_attr(attr::int("unidirectional", 1));
             }
             if let Some(a) = proved.padding {
                 let kpm = int32_mask(g, &mut patch, a, g.name(y))?;
                 mha.inputs.extend([None, Some(kpm)]);
             }
-            if nan_guard && !proved.filter.is_finite() {
+            // sdpa's -inf mask: a row with a visible key weights the masked ones 0 with the
+            // lowest float32 as with -inf, and a row without one, NaN in the pattern, is zeroed
+            // by the guard, and by `zero_masked_rows` after the op (which weights it uniformly).
+            let guarded_inf = nan_guard && proved.filter == f64::NEG_INFINITY && dt == DType::F32;
+            if nan_guard && !proved.filter.is_finite() && !guarded_inf {
                 return Err(format!(
                     "the Where(IsNaN(P), 0, P) guard zeroes rows the mask value {} hides \
                      throughout; mask_filter_value does not",
                     proved.filter
                 ));
             }
-            let filter = op_filter(dt, proved.filter, proved.causal)?;
+            let filter = match guarded_inf {
+                true => f32::MIN,
+                false => op_filter(dt, proved.filter, proved.causal)?,
+            };
+            if guarded_inf {
+                let raw = g.fresh_name(&format!("{}_unguarded", g.name(y)));
+                let raw = patch.new_value(&raw, q_ty.clone());
+                zero_masked_rows(model, &mut patch, m, raw, out, dt)?;
+                out = raw;
+            }
             mha.set_attr(attr::float("mask_filter_value", filter));
         }
     }
     mha.outputs = vec![Some(out)];
+    if let Some(c) = &kv.cache {
+        mha.inputs.resize(6, None);
+        mha.inputs
+            .extend([Some(c.past_key.into()), Some(c.past_value.into())]);
+        mha.outputs
+            .extend([Some(c.present_key.into()), Some(c.present_value.into())]);
+    }
     mha.set_attr(attr::int("num_heads", heads));
     mha.set_attr(attr::float("scale", scale as f32));
     patch.add.push(mha);
     Ok(patch)
+}
+
+/// The cache's length P, the new keys' length and the symbol the model declares to be their sum:
+/// present_key's length when it is a graph output declared `[B, N, total, D]` (the model states
+/// that total = P + new by computing the output as their Concat).
+fn cache_lengths(model: &Model, c: &Cache, key3: ValueId) -> Option<(Dim, Dim, Option<String>)> {
+    let g = &model.graph;
+    let past = dims(model, c.past_key)?.get(2)?.clone();
+    let new = dims(model, key3)?.get(1)?.clone();
+    let total = match dims(model, c.present_key).as_deref() {
+        Some([_, _, Dim::Sym(t), _]) if g.is_graph_output(c.present_key) => Some(t.clone()),
+        _ => None,
+    };
+    Some((past, new, total))
 }
 
 /// Two masks added to the scores (T5: the relative position bias, then the padding mask): one
@@ -506,6 +551,16 @@ struct KeysValues {
     key: ValueId,
     value: ValueId,
     remove: Vec<NodeId>,
+    cache: Option<Cache>,
+}
+
+/// A decode step's keys and values: `Concat(past, new)` on the sequence axis, whose outputs
+/// become the op's present_key and present_value.
+struct Cache {
+    past_key: ValueId,
+    past_value: ValueId,
+    present_key: ValueId,
+    present_value: ValueId,
 }
 
 /// `kt` is the score MatMul's second input, `v4` the context MatMul's.
@@ -535,6 +590,7 @@ fn keys_and_values(
             key: k4,
             value: v4,
             remove,
+            cache: None,
         })
     };
     // torch dynamo's sdpa: Kᵀ as flatten, Transpose(0,2,1), unflatten.
@@ -557,9 +613,53 @@ fn keys_and_values(
             && split_dims(model, x3, r) == Some((heads, head)))
         .then_some((x3, [t_id, r_id]))
     };
+    // A decode step: x4 = Concat(past [B, N, P, D], Transpose(0,2,1,3)(Reshape(x3))) on the
+    // sequence axis; x4 may have other readers (the present output), which the op's present
+    // output then feeds.
+    let after_cache = |x4: ValueId| -> Option<(NodeId, ValueId, ValueId, [NodeId; 2])> {
+        let (c_id, c) = produced_by(g, x4, "Concat")?;
+        let axis = crate::ops::attrs_of::<crate::ops::concat::Concat>(model, c)?.axis?;
+        let [Some(past), Some(new)] = c.inputs[..] else {
+            return None;
+        };
+        let (x3, nodes) = from_3d(new, c_id)?;
+        let heads_of = |v: ValueId| match dims(model, v).as_deref() {
+            Some([_, Dim::Known(n), _, Dim::Known(d)]) => Some((*n, *d)),
+            _ => None,
+        };
+        (matches!(axis, 2 | -2) && heads_of(past).is_some_and(|(n, _)| n == heads))
+            .then_some((c_id, past, x3, nodes))
+    };
     match perm.as_deref() {
         Some([0, 1, 3, 2]) => {
             let k4 = kt_n.input(0).ok_or("Transpose has no input")?;
+            if let (Some(k), Some(v)) = (after_cache(k4), after_cache(v4)) {
+                let (kc_id, past_key, k2, k_nodes) = k;
+                let (vc_id, past_value, v2, v_nodes) = v;
+                let key_ok = matches!(dims(model, past_key).as_deref(),
+                    Some([_, _, _, Dim::Known(d)]) if *d == head);
+                if !key_ok {
+                    return Err(format!(
+                        "the cached keys '{}' {} are not [B, {heads}, P, {head}]",
+                        g.name(past_key),
+                        g.value(past_key).ty
+                    ));
+                }
+                let mut remove = vec![kt_id, kc_id, vc_id];
+                remove.extend(k_nodes);
+                remove.extend(v_nodes);
+                return Ok(KeysValues {
+                    key: k2,
+                    value: v2,
+                    remove,
+                    cache: Some(Cache {
+                        past_key,
+                        past_value,
+                        present_key: k4,
+                        present_value: v4,
+                    }),
+                });
+            }
             heads_first(k4, vec![kt_id])
         }
         Some([0, 2, 3, 1]) => {
@@ -592,6 +692,7 @@ fn keys_and_values(
                 key: k2,
                 value: v2,
                 remove,
+                cache: None,
             })
         }
         p => Err(format!(

@@ -25,8 +25,8 @@ pub use quant::{
     dynamic_quantize_linear, dynamic_quantize_matmul, matmul_integer, Dqmm, EXACT_DIV,
 };
 pub use transformer::{
-    attention_core, embed_layer_norm, layer_norm, mha_core, rotary, AttentionCore, Embed,
-    LayerNorm, MhaCore, Rotary, MAX_ATTENTION_SEQ,
+    attention_core, cache_append, embed_layer_norm, layer_norm, mha_core, rotary, AttentionCore,
+    Embed, LayerNorm, MhaCore, Rotary, MAX_ATTENTION_SEQ,
 };
 
 /// Threads per workgroup of the one-thread-per-element kernels and the row reductions.

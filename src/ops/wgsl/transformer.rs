@@ -358,8 +358,39 @@ pub struct MhaCore {
     pub kv_3d: bool,
     /// An int32 key_padding_mask [B, L] (input 4): keys where it is 0 get this filter added.
     pub key_padding: Option<f32>,
-    /// `unidirectional` (no past): a key after the query gets the lowest float added instead.
+    /// `unidirectional`: a key after the query (query i is token `past + i`) gets the lowest
+    /// float added instead.
     pub causal: bool,
+    /// Cached keys before the new ones (0: none).
+    pub past: usize,
+    /// Where key and value are read: inputs 1 and 2, or (after a cache) the present outputs 1
+    /// and 2 that `cache_append` wrote.
+    pub kv: [Bind; 2],
+}
+
+/// present [B, N, P + L, D] = the cache past [B, N, P, D] (binding `past`) followed by the new
+/// rows of x [B, L, N·D] (binding `new`, the heads side by side), written to `out`.
+pub fn cache_append(
+    (b, n, p, l, d): (usize, usize, usize, usize, usize),
+    past: Bind,
+    new: Bind,
+    out: Bind,
+) -> Dispatch {
+    let total = p + l;
+    let mut src = String::new();
+    bindings(&mut src, &[Ty::F32, Ty::F32], &[Ty::F32]);
+    let groups = thread_kernel(&mut src, b * n * total * d);
+    let _ = writeln!(
+        src,
+        "  let t = i % {d}u;\n  let j = (i / {d}u) % {tt}u;\n  let hd = (i / ({d}u * {tt}u)) % {n}u;\n  let bb = i / ({d}u * {tt}u * {n}u);\n  if (j < {p}u) {{ out0[i] = in0[((bb * {n}u + hd) * {p}u + j) * {d}u + t]; }} else {{ out0[i] = in1[((bb * {l}u + j - {p}u) * {n}u + hd) * {d}u + t]; }}\n}}",
+        tt = total.max(1),
+    );
+    Dispatch {
+        wgsl: src,
+        groups,
+        reads: vec![past, new],
+        writes: vec![out],
+    }
 }
 
 pub fn mha_core(p: &MhaCore) -> Result<Dispatch, String> {
@@ -371,7 +402,7 @@ pub fn mha_core(p: &MhaCore) -> Result<Dispatch, String> {
     }
     let mut src = String::new();
     let mut reads = vec![Ty::F32, Ty::F32, Ty::F32];
-    let mut binds = vec![Bind::In(0), Bind::In(1), Bind::In(2)];
+    let mut binds = vec![Bind::In(0), p.kv[0], p.kv[1]];
     if p.bias.is_some() {
         reads.push(Ty::F32);
         binds.push(Bind::In(5));
@@ -395,7 +426,10 @@ pub fn mha_core(p: &MhaCore) -> Result<Dispatch, String> {
         );
     }
     // One additive mask value per score, the causal one winning (the reference kernel's rule).
-    let later = if p.causal { "j > q" } else { "false" };
+    let later = match p.causal {
+        true => format!("j > q + {}u", p.past),
+        false => "false".to_string(),
+    };
     let pad = match p.key_padding {
         Some(f) => format!(
             "else if ({kpm}[b * {l}u + j] == 0) {{ x = x + {}; }}",

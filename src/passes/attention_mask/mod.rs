@@ -122,9 +122,20 @@ impl Abs {
 pub struct AttentionMask {
     /// A graph input `X` of shape `[B, T]`: the condition `X[b, k] != 0`.
     pub padding: Option<ValueId>,
-    /// The condition `k <= q`.
+    /// The condition `k <= q` (after a cache of P keys, `k <= q + P`: query i is token P + i).
     pub causal: bool,
     pub filter: f64,
+}
+
+/// Keys that follow a cache (a decode step): the scores' key axis is `past` cached keys then
+/// `new` ones, `past + new` long, and the causal condition is `k <= q + past`.
+pub struct Past<'a> {
+    pub past: &'a Dim,
+    pub new: &'a Dim,
+    /// A symbol the model states to be `past + new`: its present key/value output is declared
+    /// with this length while the graph computes it as the Concat of the two. Masks and the
+    /// `attention_mask` input are sized by it.
+    pub total: Option<&'a str>,
 }
 
 /// Proves that `mask`, added to attention scores of shape `scores` `[B, N, S, T]`, equals
@@ -136,6 +147,18 @@ pub fn attention_mask(
     mask: ValueId,
     scores: &[Dim],
 ) -> Result<AttentionMask, String> {
+    attention_mask_after(model, mask, scores, None)
+}
+
+/// `attention_mask` for scores whose keys follow a cache (`past`; None: no cache). The scores'
+/// key axis is taken to be `past + new` (its dim in `scores` is not read), and the symbol the
+/// model declares equal to it stands for that sum wherever it appears.
+pub fn attention_mask_after(
+    model: &Model,
+    mask: ValueId,
+    scores: &[Dim],
+    past: Option<&Past>,
+) -> Result<AttentionMask, String> {
     let g = &model.graph;
     let not_proved = |why: String| {
         format!(
@@ -143,16 +166,36 @@ pub fn attention_mask(
             g.name(mask)
         )
     };
-    let scores: Vec<Poly> = scores
+    let cached = match past {
+        None => None,
+        Some(p) => {
+            let (Some(len), Some(new)) = (Poly::from_dim(p.past), Poly::from_dim(p.new)) else {
+                return Err(not_proved(
+                    "the cache's or the new keys' length is unknown".into(),
+                ));
+            };
+            let total = len.add(&new).ok_or_else(|| not_proved("overflow".into()))?;
+            Some((len, total, p.total.map(str::to_string)))
+        }
+    };
+    let alias = cached
+        .as_ref()
+        .and_then(|(_, total, name)| Some((name.clone()?, total.clone())));
+    let offset = cached.as_ref().map_or_else(Poly::default, |c| c.0.clone());
+    let mut scores: Vec<Poly> = scores
         .iter()
         .map(Poly::from_dim)
         .collect::<Option<_>>()
         .filter(|s: &Vec<Poly>| s.len() == 4)
         .ok_or_else(|| not_proved("the scores' shape is not known at rank 4".into()))?;
+    if let Some((_, total, _)) = &cached {
+        scores[3] = total.clone();
+    }
     let mut it = Interp {
         model,
         memo: HashMap::new(),
         visits: 0,
+        alias,
     };
     let m = it.eval(mask).map_err(not_proved)?;
     if !matches!(m.dtype, DType::F32 | DType::F16) {
@@ -196,17 +239,21 @@ pub fn attention_mask(
     };
     for t in terms {
         match t {
-            Elem::Le(a, b) if a == Poly::idx(3) && b == Poly::idx(2) && !out.causal => {
+            Elem::Le(a, b)
+                if a == Poly::idx(3)
+                    && Poly::idx(2).add(&offset).as_ref() == Some(&b)
+                    && !out.causal =>
+            {
                 out.causal = true;
             }
             Elem::NonZero(inner) if out.padding.is_none() => match *inner {
-                Elem::Input(x, at) if padding_index(g, x, &at, &scores) => out.padding = Some(x),
+                Elem::Input(x, at) if it.padding_index(x, &at, &scores) => out.padding = Some(x),
                 _ => return Err(shape_err()),
             },
             Elem::Input(x, at)
                 if out.padding.is_none()
                     && g.value(x).ty.dtype == Some(DType::BOOL)
-                    && padding_index(g, x, &at, &scores) =>
+                    && it.padding_index(x, &at, &scores) =>
             {
                 out.padding = Some(x)
             }
@@ -226,24 +273,104 @@ fn conjuncts(e: Elem, out: &mut Vec<Elem>) {
     }
 }
 
-/// True when `at` is the position of `X[b, k]` (b the batch axis and k the key axis of the
-/// scores) in a graph input `x` of shape `[B, T]`.
-fn padding_index(g: &crate::ir::Graph, x: ValueId, at: &Poly, scores: &[Poly]) -> bool {
-    let shape: Option<Vec<Poly>> = g
-        .value(x)
-        .ty
-        .shape
-        .as_ref()
-        .and_then(|s| s.iter().map(Poly::from_dim).collect());
-    match shape.as_deref() {
-        Some([b, t]) if *b == scores[0] && *t == scores[3] => {
-            Poly::idx(0)
-                .mul(t)
-                .and_then(|p| p.add(&Poly::idx(3)))
-                .as_ref()
-                == Some(at)
+impl Interp<'_> {
+    /// True when `at` is the position of `X[b, k]` (b the batch axis and k the key axis of the
+    /// scores) in a graph input `x` of shape `[B, T]`.
+    fn padding_index(&self, x: ValueId, at: &Poly, scores: &[Poly]) -> bool {
+        match self.shape_of(x).as_deref() {
+            Some([b, t]) if *b == scores[0] && *t == scores[3] => {
+                Poly::idx(0)
+                    .mul(t)
+                    .and_then(|p| p.add(&Poly::idx(3)))
+                    .as_ref()
+                    == Some(at)
+            }
+            _ => false,
         }
-        _ => false,
+    }
+
+    /// A dim as a polynomial, the declared total (`Past::total`) read as the sum it stands for.
+    fn poly(&self, d: &Dim) -> Option<Poly> {
+        match (d, &self.alias) {
+            (Dim::Sym(s), Some((name, total))) if s == name => Some(total.clone()),
+            _ => Poly::from_dim(d),
+        }
+    }
+
+    fn shape_of(&self, v: ValueId) -> Option<Vec<Poly>> {
+        let s = self.model.graph.value(v).ty.shape.as_ref()?;
+        s.iter().map(|d| self.poly(d)).collect()
+    }
+
+    /// The integer elements of a 1-D (or scalar) shape-like value: its statically known
+    /// elements, else (a sum of dims, as `past + seq` is) what the interpretation gives a scalar
+    /// or a Concat of scalars.
+    fn int_vector(&mut self, v: ValueId) -> Option<Vec<Poly>> {
+        let g = &self.model.graph;
+        if let Some(els) = int_elements(g, v) {
+            if let Some(p) = els.iter().map(|d| self.poly(d)).collect() {
+                return Some(p);
+            }
+        }
+        let rank1 = |x: ValueId| g.value(x).ty.rank() == Some(1);
+        if let Some(id) = g.producer(v) {
+            let n = g.node(id);
+            match n.op_type.as_str() {
+                "Concat" if n.inputs.len() > 1 => {
+                    let mut out = vec![];
+                    for i in n.inputs.clone() {
+                        out.extend(self.int_vector(i?)?);
+                    }
+                    return Some(out);
+                }
+                // A vector reshaped to a vector: the same elements.
+                "Reshape" if rank1(v) && n.input(0).is_some_and(rank1) => {
+                    return self.int_vector(n.input(0)?);
+                }
+                // torch's expand sizes: Where(Equal(s, -1), a, s) takes a's element where s
+                // has the constant -1, s's where it provably has no -1.
+                "Where" => {
+                    let (c, a, s) = (n.input(0)?, n.input(1)?, n.input(2)?);
+                    let (_, eq) = crate::passes::matchers::produced_by(g, c, "Equal")?;
+                    let minus_one = |x: Option<ValueId>| {
+                        x.and_then(|x| int_elements(g, x))
+                            .is_some_and(|e| e.iter().all(|d| *d == Dim::Known(-1)))
+                    };
+                    let reads_s = eq.input(0) == Some(s) && minus_one(eq.input(1))
+                        || eq.input(1) == Some(s) && minus_one(eq.input(0));
+                    if !reads_s {
+                        return None;
+                    }
+                    let (els, alt) = (self.int_vector(s)?, self.int_vector(a)?);
+                    if alt.len() != els.len() {
+                        return None;
+                    }
+                    return els
+                        .into_iter()
+                        .zip(alt)
+                        .map(|(p, q)| match p.as_constant() {
+                            Some(-1) => Some(q),
+                            Some(_) => Some(p),
+                            None => p.never_negative().then_some(p),
+                        })
+                        .collect();
+                }
+                _ => {}
+            }
+        }
+        let a = self.eval(v).ok()?;
+        match (
+            &a.elem,
+            a.shape.iter().all(Poly::is_one) && a.shape.len() <= 1,
+        ) {
+            // A sum of dims; a polynomial that could be negative is no length.
+            (Elem::Int(p), true)
+                if !p.uses_indices() && (p.as_constant().is_some() || p.never_negative()) =>
+            {
+                Some(vec![p.clone()])
+            }
+            _ => None,
+        }
     }
 }
 
@@ -251,6 +378,8 @@ struct Interp<'m> {
     model: &'m Model,
     memo: HashMap<ValueId, Abs>,
     visits: usize,
+    /// `Past::total`'s symbol and the sum it stands for.
+    alias: Option<(String, Poly)>,
 }
 
 type Step = Result<Abs, String>;
@@ -280,10 +409,8 @@ impl Interp<'_> {
             let dtype = ty
                 .dtype
                 .ok_or_else(|| format!("'{name}' has no element type"))?;
-            let shape: Vec<Poly> = ty
-                .shape
-                .as_ref()
-                .and_then(|s| s.iter().map(Poly::from_dim).collect())
+            let shape: Vec<Poly> = self
+                .shape_of(v)
                 .ok_or_else(|| format!("the shape of input '{name}' is not known"))?;
             let at = ravel(&shape).ok_or("overflow")?;
             return Ok(Abs {
@@ -296,7 +423,7 @@ impl Interp<'_> {
         if matches!(ty.dtype, Some(DType::I64 | DType::I32)) {
             if let (Some(r @ 0..=1), Some(els)) = (ty.rank(), int_elements(g, v)) {
                 if let [d] = els.as_slice() {
-                    if let Some(p) = Poly::from_dim(d) {
+                    if let Some(p) = self.poly(d) {
                         return Ok(Abs {
                             dtype: ty.dtype.unwrap_or(DType::I64),
                             shape: vec![Poly::constant(1); r],
@@ -326,18 +453,19 @@ impl Interp<'_> {
                 cast(x, to).ok_or_else(unsupported)
             }
             "Range" => {
-                let ints = |i: usize| -> Option<Dim> {
-                    match int_elements(g, node.input(i)?)?.as_slice() {
+                let mut ints = |i: usize| -> Option<Poly> {
+                    match self.int_vector(node.input(i)?)?.as_slice() {
                         [d] => Some(d.clone()),
                         _ => None,
                     }
                 };
-                let (Some(Dim::Known(0)), Some(limit), Some(Dim::Known(1))) =
-                    (ints(0), ints(1), ints(2))
-                else {
+                let (start, n, step) = (ints(0), ints(1), ints(2));
+                if start.is_none_or(|p| p.as_constant() != Some(0))
+                    || step.is_none_or(|p| !p.is_one())
+                {
                     return Err(format!("Range '{}' is not Range(0, n, 1)", node.label(id)));
-                };
-                let n = Poly::from_dim(&limit).ok_or_else(unsupported)?;
+                }
+                let n = n.ok_or_else(unsupported)?;
                 let dtype = ty.dtype.ok_or_else(unsupported)?;
                 Ok(Abs {
                     dtype,
@@ -370,9 +498,7 @@ impl Interp<'_> {
             }
             "Expand" => {
                 let x = self.eval(inp(0)?)?;
-                let target: Vec<Poly> = int_elements(g, inp(1)?)
-                    .and_then(|d| d.iter().map(Poly::from_dim).collect())
-                    .ok_or_else(unsupported)?;
+                let target: Vec<Poly> = self.int_vector(inp(1)?).ok_or_else(unsupported)?;
                 let shape = broadcast_shapes(&[&x.shape, &target]).ok_or_else(unsupported)?;
                 let elem = x.broadcast_to(&shape).ok_or_else(unsupported)?;
                 Ok(Abs { shape, elem, ..x })
@@ -425,26 +551,30 @@ impl Interp<'_> {
     /// Reshape's output shape: the target's elements (0 copies the input dim unless allowzero; a
     /// lone -1 is the element count), or the shape of the value a `Shape` target reads.
     fn reshape_target(&mut self, target: ValueId, x: &Abs, allowzero: bool) -> Option<Vec<Poly>> {
-        let g = &self.model.graph;
-        if let Some(els) = int_elements(g, target) {
-            if let [Dim::Known(-1)] = els.as_slice() {
+        // Concat of one Shape(y), as exporters spell "reshape like y": y's interpreted shape,
+        // exact where inference left a sum of dims undecided.
+        if let Some(like) = self.shape_like(target) {
+            return Some(like);
+        }
+        let els = self.int_vector(target)?;
+        if let [p] = els.as_slice() {
+            if p.as_constant() == Some(-1) {
                 return Some(vec![product(&x.shape)?]);
             }
-            let dims: Option<Vec<Poly>> = els
-                .iter()
-                .enumerate()
-                .map(|(i, d)| match d {
-                    Dim::Known(0) if !allowzero => x.shape.get(i).cloned(),
-                    Dim::Known(k) if *k < 0 => None,
-                    d => Poly::from_dim(d),
-                })
-                .collect();
-            if dims.is_some() {
-                return dims;
-            }
         }
-        // Concat of one Shape(y), as exporters spell "reshape like y".
-        let mut v = target;
+        els.iter()
+            .enumerate()
+            .map(|(i, p)| match p.as_constant() {
+                Some(0) if !allowzero => x.shape.get(i).cloned(),
+                Some(k) if k < 0 => None,
+                _ => Some(p.clone()),
+            })
+            .collect()
+    }
+
+    /// The shape of `y` when `v` is `Shape(y)` (whole), through one-input Concat or Identity.
+    fn shape_like(&mut self, mut v: ValueId) -> Option<Vec<Poly>> {
+        let g = &self.model.graph;
         loop {
             let node = g.node(g.producer(v)?);
             match node.op_type.as_str() {
@@ -453,8 +583,7 @@ impl Interp<'_> {
                     if ops::attrs_of::<Shape>(self.model, node)
                         .is_some_and(|s| s.start == 0 && s.end.is_none()) =>
                 {
-                    let y = self.eval(node.input(0)?).ok()?;
-                    return Some(y.shape);
+                    return Some(self.eval(node.input(0)?).ok()?.shape);
                 }
                 _ => return None,
             }
