@@ -534,3 +534,155 @@ fn float16_llama_attention_is_causal_multi_head_attention() {
         .iter()
         .any(|r| r.reason.contains("refuses unidirectional")));
 }
+
+/// A decode step's inputs for the zoo's decode exports: `seq` new ids after `past` cached keys
+/// and values (seeded), the mask `mask` ([batch, past + seq]).
+fn decode_inputs(
+    m: &Model,
+    (batch, seq, past): (usize, usize, usize),
+    mask: &[i64],
+) -> std::collections::HashMap<String, Tensor> {
+    let total = past + seq;
+    let ids: Vec<i64> = (0..batch * seq)
+        .map(|i| (i as i64 * 37 + 5) % 1000)
+        .collect();
+    let mut inputs = std::collections::HashMap::from([
+        (
+            "input_ids".to_string(),
+            Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[batch, seq]), ids).unwrap()),
+        ),
+        (
+            "attention_mask".to_string(),
+            Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[batch, total]), mask.to_vec()).unwrap()),
+        ),
+    ]);
+    let g = &m.graph;
+    for (i, &v) in g.inputs.iter().enumerate() {
+        let name = g.name(v);
+        if name.starts_with("past_") {
+            let Some([_, Dim::Known(kv), _, Dim::Known(d)]) = g.value(v).ty.shape.as_deref() else {
+                panic!("{name}: not [batch, heads, past, head]");
+            };
+            let shape = [batch, *kv as usize, past, *d as usize];
+            inputs.insert(name.to_string(), seeded_f32(&shape, 10 + i as u32));
+        }
+    }
+    inputs
+}
+
+/// Every default rule (the exports' shape chains fold only with all cleanups); the op count of
+/// `op` in the result and the rejection reasons.
+fn fuse_all(m: &Model, op: &str) -> (Model, usize, Vec<String>) {
+    let (opt, trace) = fuse(m, &fuselab::passes::ALL_RULES);
+    let n = ops(&opt)
+        .into_iter()
+        .find(|(o, _)| o == op)
+        .map_or(0, |(_, n)| n);
+    let why = trace.rejected.iter().map(|r| r.reason.clone()).collect();
+    (opt, n, why)
+}
+
+fn gpt2_decode() -> Model {
+    let path = common::repo().join("tests/models/zoo/gpt2_tiny_decode.onnx");
+    fuselab::io::load_file(&path, &fuselab::Limits::default()).unwrap()
+}
+
+/// GPT-2's decode step as transformers' sdpa path exports it (`Concat(past, new)` keys and
+/// values, a causal mask over past + seq built from `Range(0, past + seq)`, a -inf filter and
+/// the NaN guard): each layer's attention becomes one MultiHeadAttention that reads the cache as
+/// past_key/past_value, writes present_key/present_value (the graph outputs) and is causal
+/// after the cache. Checked with left padding, one new token, several, and an empty cache.
+#[test]
+fn gpt2_decode_step_attention_reads_and_writes_the_cache() {
+    let m = gpt2_decode();
+    let (opt, _, why) = fuse_all(&m, "MultiHeadAttention");
+    let mhas: Vec<_> = opt
+        .graph
+        .node_ids()
+        .map(|id| opt.graph.node(id).clone())
+        .filter(|n| n.op_type == "MultiHeadAttention")
+        .collect();
+    assert_eq!(mhas.len(), 2, "{why:?}");
+    let g = &opt.graph;
+    let mut presents = vec![];
+    for n in &mhas {
+        assert_eq!(n.attr_int("unidirectional"), Some(1));
+        assert_eq!(n.attr_float("mask_filter_value"), Some(f32::MIN));
+        assert_eq!(n.inputs.len(), 8, "query .. past_value");
+        assert!(n.inputs[4].is_some(), "key_padding_mask");
+        assert!(n.inputs[5].is_none(), "no attention_bias");
+        let name = |i: usize| g.name(n.inputs[i].unwrap()).to_string();
+        let out = |i: usize| g.name(n.outputs[i].unwrap()).to_string();
+        // The cache of one layer in, the same layer's present out.
+        let layer = out(1).trim_start_matches("present_key_").to_string();
+        assert_eq!(out(2), format!("present_value_{layer}"));
+        assert_eq!(name(7), format!("past_value_{layer}"));
+        presents.push(layer);
+    }
+    presents.sort();
+    assert_eq!(presents, ["0", "1"]);
+    // No Concat builds a cache any more.
+    let concats = g
+        .node_ids()
+        .filter(|&i| g.node(i).op_type == "Concat")
+        .filter(|&i| g.node(i).output(0).is_some_and(|o| g.is_graph_output(o)))
+        .count();
+    assert_eq!(concats, 0);
+    let limits = fuselab::Limits::default();
+    for (shape, mask) in [
+        (
+            (2, 3, 5),
+            vec![1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1],
+        ),
+        ((1, 1, 7), vec![0, 0, 0, 1, 1, 1, 1, 1]),
+        // Row 1 hides every key: NaN in the pattern, zeroed by its guard and after the op.
+        ((2, 2, 3), vec![1, 1, 1, 1, 1, 0, 0, 0, 0, 0]),
+        ((2, 4, 0), vec![0, 1, 1, 1, 1, 1, 1, 1]),
+    ] {
+        let inputs = decode_inputs(&m, shape, &mask);
+        let run = |m: &Model| {
+            fuselab::runtime::reference::Executor::new(m, &limits)
+                .unwrap()
+                .run(&inputs)
+                .unwrap()
+        };
+        let d = fuselab::runtime::parity::compare(&run(&m), &run(&opt), 0.0).max_abs_diff;
+        println!("{shape:?} {mask:?}: max |diff| {d:e}");
+        assert!(d <= 1e-5, "{shape:?} {mask:?}: {d}");
+    }
+}
+
+/// Without present outputs nothing states that the mask's length `total` is past + seq, so the
+/// mask's Gather (attention_mask at b·total + k for k < past + seq) is not provably in range and
+/// the step stays unfused, with that reason.
+#[test]
+fn a_decode_step_without_present_outputs_is_refused() {
+    let mut m = gpt2_decode();
+    let keep: Vec<ValueId> = (m.graph.outputs.iter().copied())
+        .filter(|&o| !m.graph.name(o).starts_with("present_"))
+        .collect();
+    m.graph.outputs = keep;
+    let (_, n, why) = fuse_all(&m, "MultiHeadAttention");
+    assert_eq!(n, 0);
+    let needle = "indices are not provably within the data";
+    assert!(why.iter().any(|r| r.contains(needle)), "{why:?}");
+}
+
+/// Llama's decode step repeats its 2 cached key/value heads for 4 query heads after the
+/// Concat: MultiHeadAttention's cache has as many heads as the query, so it stays unfused.
+#[test]
+fn a_grouped_query_decode_step_is_refused() {
+    let path = common::repo().join("tests/models/zoo/llama_gqa_tiny_decode.onnx");
+    let m = fuselab::io::load_file(&path, &fuselab::Limits::default()).unwrap();
+    let (opt, n, why) = fuse_all(&m, "MultiHeadAttention");
+    assert_eq!(n, 0);
+    // The rest of the step still fuses.
+    assert!(ops(&opt)
+        .iter()
+        .any(|(op, n)| op == "RotaryEmbedding" && *n == 4));
+    assert!(
+        why.iter()
+            .any(|r| r.contains("attention mask") || r.contains("heads")),
+        "{why:?}"
+    );
+}

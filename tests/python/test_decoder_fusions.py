@@ -14,6 +14,7 @@ Run from the repository root:
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 
@@ -116,3 +117,33 @@ def test_float16_decoders_fuse_rotary_and_run_in_onnxruntime(fuselab, tmp_path, 
     # (docs/fused-ops.md); elsewhere the two differ by float16 rounding.
     assert worst[True] <= 2e-3, worst
     assert worst[False] <= HALF_TOLERANCE, worst
+
+
+# GPT-2's decode step (gpt2_tiny_decode: transformers' sdpa path with a DynamicCache of past
+# keys/values): each layer's attention becomes one MultiHeadAttention that reads the cache as
+# past_key/past_value and writes present_key/present_value, causal after the cache. onnxruntime
+# runs the saved step against the original: left padding, one new token and several, an empty
+# cache. The parity run needs the mask's length to be past + seq (--dim total=...).
+def test_gpt2_decode_step_attention_runs_in_onnxruntime(fuselab, tmp_path):
+    src = REPO / "tests" / "models" / "zoo" / "gpt2_tiny_decode.onnx"
+    out = tmp_path / "out.onnx"
+    fuselab.ok("optimize", src, "-o", out, "--dim", "seq=3", "--dim", "past=5", "--dim", "total=8")
+    m = onnx.load(str(out))
+    mhas = [n for n in m.graph.node if n.op_type == "MultiHeadAttention"]
+    assert len(mhas) == 2 and not any(n.op_type == "Softmax" for n in m.graph.node)
+    assert sorted(o for n in mhas for o in n.output[1:]) == [
+        "present_key_0", "present_key_1", "present_value_0", "present_value_1"]
+    a = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    b = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(12)
+    for batch, seq, past in [(2, 3, 5), (1, 1, 9), (3, 2, 4), (2, 4, 0)]:
+        mask = np.ones((batch, past + seq), np.int64)
+        if batch > 1:
+            mask[1, :3] = 0  # left padding
+        feeds = {"input_ids": rng.integers(0, 1000, (batch, seq)).astype(np.int64),
+                 "attention_mask": mask}
+        for i in range(2):
+            for kind in ("key", "value"):
+                feeds[f"past_{kind}_{i}"] = rng.standard_normal((batch, 4, past, 16)).astype(np.float32)
+        for w, g in zip(a.run(None, feeds), b.run(None, feeds), strict=True):
+            assert w.shape == g.shape and float(np.abs(w - g).max()) <= 1e-4, (batch, seq, past)
