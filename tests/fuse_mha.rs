@@ -686,3 +686,25 @@ fn a_grouped_query_decode_step_is_refused() {
         "{why:?}"
     );
 }
+
+/// A decode step's default inputs agree with what it states: present_key is declared
+/// `[batch, 4, total, 16]` and computed as Concat(past_key, new keys), so `total` defaults to
+/// past + seq (8 + 8), and the default parity run of `optimize` passes. A size given for
+/// `total` is kept.
+#[test]
+fn decode_step_inputs_default_to_the_stated_total() {
+    use fuselab::runtime::inputs::random_inputs;
+    let m = gpt2_decode();
+    let limits = fuselab::Limits::default();
+    let shape = |dims: &[(&str, usize)]| {
+        let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let inputs = random_inputs(&m, &Default::default(), &dims, 1, &limits).unwrap();
+        inputs["attention_mask"].shape().to_vec()
+    };
+    assert_eq!(shape(&[]), [8, 16]);
+    assert_eq!(shape(&[("past", 5), ("seq", 1)]), [8, 6]);
+    assert_eq!(shape(&[("total", 5)]), [8, 5]);
+    let (_, rep) =
+        fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).expect("default parity");
+    assert!(rep.parity.is_some_and(|p| p.ok));
+}

@@ -380,23 +380,20 @@ fn float16_llama_fuses_every_layer_like_float32() {
 #[test]
 fn float16_qwen3_fuses_rotary_and_norms_of_every_layer() {
     // Qwen3 adds a per-head q and k norm in each layer: 5 + 4 plain norms. Its sdpa mask is
-    // Where(keep, 0, -inf) behind the Where(IsNaN(P), 0, P) guard: on float32 scores that is an
-    // attention_bias plus the zeroing of fully masked rows, which float16 scores do not take.
+    // Where(keep, 0, -inf) behind the Where(IsNaN(P), 0, P) guard: proved (causal + padding),
+    // it fuses with the lowest float32 as filter, a fully masked row zeroed after the op.
     let (fused, why) = zoo_fp16("qwen3_tiny_fp16", "multi_head_attention");
     assert_eq!(
         fused,
         expect(&[
+            ("MultiHeadAttention", 2),
             ("QuickGelu", 2),
             ("RotaryEmbedding", 4),
             ("SimplifiedLayerNormalization", 5),
             ("SkipSimplifiedLayerNormalization", 4),
         ])
     );
-    assert_eq!(why.len(), 2, "{why:?}");
-    assert!(
-        why.iter().all(|r| r.contains("Where(IsNaN(P), 0, P)")),
-        "{why:?}"
-    );
+    assert!(why.is_empty(), "{why:?}");
 }
 
 #[test]

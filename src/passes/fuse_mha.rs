@@ -339,7 +339,9 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
             // sdpa's -inf mask: a row with a visible key weights the masked ones 0 with the
             // lowest float32 as with -inf, and a row without one, NaN in the pattern, is zeroed
             // by the guard, and by `zero_masked_rows` after the op (which weights it uniformly).
-            let guarded_inf = nan_guard && proved.filter == f64::NEG_INFINITY && dt == DType::F32;
+            // Float16 alike: a kept score plus -inf is -inf there too, and the op's float32
+            // sum weights it 0 with the lowest float32.
+            let guarded_inf = nan_guard && proved.filter == f64::NEG_INFINITY;
             if nan_guard && !proved.filter.is_finite() && !guarded_inf {
                 return Err(format!(
                     "the Where(IsNaN(P), 0, P) guard zeroes rows the mask value {} hides \
@@ -492,10 +494,13 @@ fn zero_masked_rows(
         patch.add.push(n);
         patch.add.len() - 1
     };
+    // In the bias's type (float32, or float16 for a proved float16 mask).
     let neg_inf = scalar(
         patch,
         "neg_inf",
-        Tensor::F32(ArrayD::from_elem(IxDyn(&[]), f32::NEG_INFINITY)),
+        Tensor::F32(ArrayD::from_elem(IxDyn(&[]), f32::NEG_INFINITY))
+            .narrow(dt)
+            .ok_or("the mask's type")?,
     );
     let kept = value(patch, "kept", DType::BOOL);
     node(patch, "Greater", vec![bias.into(), neg_inf], kept);

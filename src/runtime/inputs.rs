@@ -57,6 +57,67 @@ pub fn concrete_shape(input: &str, shape: &[Dim], dims: &HashMap<String, usize>)
         .collect()
 }
 
+/// `dims` plus the sizes a model states as sums: a graph output declared with symbolic dim `T`
+/// on an axis along which the graph computes it as a Concat (a decode step's
+/// `present_key = Concat(past_key, new keys)`, declared `[batch, heads, total, head]`) makes `T`
+/// the sum of the parts' sizes, so that the inputs sized by `T` (the step's attention_mask
+/// `[batch, total]`) agree with it. A size given in `dims` is kept; parts of unknown size, or
+/// outputs that disagree, state nothing.
+pub fn with_stated_sums(model: &Model, dims: &HashMap<String, usize>) -> HashMap<String, usize> {
+    let g = &model.graph;
+    let mut out = dims.clone();
+    let named_by_input = |t: &str| {
+        g.inputs.iter().any(|&i| {
+            (g.value(i).ty.shape.iter().flatten()).any(|d| matches!(d, Dim::Sym(s) if s == t))
+        })
+    };
+    let mut stated: HashMap<String, Option<usize>> = HashMap::new();
+    for &o in &g.outputs {
+        let Some(id) = g.producer(o) else { continue };
+        let node = g.node(id);
+        let Some(shape) = g.value(o).ty.shape.as_ref() else {
+            continue;
+        };
+        let axis = match crate::ops::attrs_of::<crate::ops::concat::Concat>(model, node) {
+            Some(c) if node.is_onnx_domain() && node.op_type == "Concat" => c.axis,
+            _ => None,
+        };
+        let Some(axis) =
+            axis.and_then(|a| usize::try_from(a.rem_euclid(shape.len().max(1) as i64)).ok())
+        else {
+            continue;
+        };
+        let Some(Dim::Sym(t)) = shape.get(axis) else {
+            continue;
+        };
+        if dims.contains_key(t) || !named_by_input(t) {
+            continue;
+        }
+        let size = |v: Option<crate::ir::ValueId>| -> Option<usize> {
+            match g.value(v?).ty.shape.as_ref()?.get(axis)? {
+                Dim::Known(k) => usize::try_from(*k).ok(),
+                Dim::Sym(s) if s != t => Some(dims.get(s).copied().unwrap_or(DEFAULT_DIM)),
+                _ => None,
+            }
+        };
+        let sum = node
+            .inputs
+            .iter()
+            .map(|&v| size(v))
+            .try_fold(0usize, |acc, x| acc.checked_add(x?));
+        let e = stated.entry(t.clone()).or_insert(sum);
+        if *e != sum {
+            *e = None;
+        }
+    }
+    for (t, size) in stated {
+        if let Some(n) = size {
+            out.insert(t, n);
+        }
+    }
+    out
+}
+
 /// Exclusive upper bound for random integers in `id`: 8, or less where `id` (directly or through
 /// a Cast) is the indices of a Gather whose data axis has a smaller static size (a BERT token-type
 /// table has 2 rows), or the ids of a com.microsoft EmbedLayerNormalization table.
@@ -119,6 +180,7 @@ pub fn random_inputs(
     limits: &Limits,
 ) -> Result<HashMap<String, Tensor>> {
     let g = &model.graph;
+    let dims = &with_stated_sums(model, dims);
     let mut rng = Rng::new(seed);
     let mut out = given.clone();
     for &id in &g.inputs {
