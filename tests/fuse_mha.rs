@@ -668,23 +668,55 @@ fn a_decode_step_without_present_outputs_is_refused() {
     assert!(why.iter().any(|r| r.contains(needle)), "{why:?}");
 }
 
-/// Llama's decode step repeats its 2 cached key/value heads for 4 query heads after the
-/// Concat: MultiHeadAttention's cache has as many heads as the query, so it stays unfused.
+/// Llama's decode step repeats its 2 cached key/value heads for 4 query heads after the Concat
+/// (repeat_kv), so the op cannot take the cache (its past_key has the query's heads): the
+/// Concats stay (they are the present outputs), the repeated keys and values go in heads-first,
+/// and the mask, proved to be [B, 1, S, past + S], goes in as attention_bias (the op's own
+/// causal mask would start at key 0). Parity with left padding and a fully masked row.
 #[test]
-fn a_grouped_query_decode_step_is_refused() {
+fn a_grouped_query_decode_step_takes_its_mask_as_attention_bias() {
     let path = common::repo().join("tests/models/zoo/llama_gqa_tiny_decode.onnx");
     let m = fuselab::io::load_file(&path, &fuselab::Limits::default()).unwrap();
     let (opt, n, why) = fuse_all(&m, "MultiHeadAttention");
-    assert_eq!(n, 0);
-    // The rest of the step still fuses.
+    assert_eq!(n, 2, "{why:?}");
     assert!(ops(&opt)
         .iter()
         .any(|(op, n)| op == "RotaryEmbedding" && *n == 4));
-    assert!(
-        why.iter()
-            .any(|r| r.contains("attention mask") || r.contains("heads")),
-        "{why:?}"
-    );
+    let g = &opt.graph;
+    for id in g.node_ids() {
+        let node = g.node(id);
+        if node.op_type != "MultiHeadAttention" {
+            continue;
+        }
+        assert_eq!(
+            node.inputs.len(),
+            6,
+            "query, key, value, -, -, attention_bias"
+        );
+        assert!(node.inputs[4].is_none() && node.inputs[5].is_some());
+        assert_eq!(node.attr_int("unidirectional"), None);
+        assert_eq!(node.outputs.len(), 1);
+    }
+    let limits = fuselab::Limits::default();
+    for (shape, mask) in [
+        (
+            (2, 3, 5),
+            vec![1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1],
+        ),
+        ((1, 1, 7), vec![0, 0, 0, 1, 1, 1, 1, 1]),
+        ((2, 2, 3), vec![1, 1, 1, 1, 1, 0, 0, 0, 0, 0]),
+    ] {
+        let inputs = decode_inputs(&m, shape, &mask);
+        let run = |m: &Model| {
+            fuselab::runtime::reference::Executor::new(m, &limits)
+                .unwrap()
+                .run(&inputs)
+                .unwrap()
+        };
+        let d = fuselab::runtime::parity::compare(&run(&m), &run(&opt), 0.0).max_abs_diff;
+        println!("{shape:?} {mask:?}: max |diff| {d:e}");
+        assert!(d <= 1e-5, "{shape:?} {mask:?}: {d}");
+    }
 }
 
 /// A decode step's default inputs agree with what it states: present_key is declared

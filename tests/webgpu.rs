@@ -1316,38 +1316,39 @@ fn zoo_inputs(m: &Model, batch: usize, seq: usize) -> HashMap<String, Tensor> {
         .unwrap()
 }
 
-/// GPT-2's decode step (gpt2_tiny_decode): fused, each layer's MultiHeadAttention reads the
-/// cache and writes present_key/present_value (two cache appends and the attention core, causal
-/// after the cache); unfused and fused runs match the reference backend, present outputs too.
+/// Decode steps: GPT-2's fused MultiHeadAttention reads the cache and writes
+/// present_key/present_value (two cache appends and the attention core, causal after the
+/// cache); the grouped-query Llama's reads its repeated cache heads-first with the mask as
+/// attention_bias. Unfused and fused runs match the reference backend, present outputs too
+/// (`total` follows from past + seq).
 fn decode_step_attention_matches_the_reference(gpu: &Gpu) {
-    let path = common::repo().join("tests/models/zoo/gpt2_tiny_decode.onnx");
-    let m = fuselab::io::load_file(&path, &Limits::default()).unwrap();
-    let opts = fuselab::pipeline::OptimizeOptions {
-        parity: false,
-        ..Default::default()
-    };
-    let (fused, rep) = fuselab::pipeline::optimize(&m, &opts, &|| 0.0).unwrap();
-    assert_eq!(rep.fusions.get("MultiHeadAttention"), Some(&2));
-    for (b, s, p) in [(2, 3, 5), (1, 1, 12)] {
-        let dims = HashMap::from([
-            ("batch".to_string(), b),
-            ("seq".to_string(), s),
-            ("past".to_string(), p),
-            ("total".to_string(), p + s),
-        ]);
-        let inputs = fuselab::runtime::inputs::random_inputs(
-            &m,
-            &HashMap::new(),
-            &dims,
-            7,
-            &Limits::default(),
-        )
-        .unwrap();
-        let (du, nu) = max_abs_diff(gpu, &m, &inputs);
-        let (df, nf) = max_abs_diff(gpu, &fused, &inputs);
-        println!("gpt2_tiny_decode {b}x{s} after {p}: max |diff| {du:e} unfused ({nu} dispatches), {df:e} fused ({nf})");
-        assert!(du <= 1e-4 && df <= 1e-4, "{du:e} / {df:e}");
-        assert!(nf < nu);
+    for stem in ["gpt2_tiny_decode", "llama_gqa_tiny_decode"] {
+        let path = common::repo().join(format!("tests/models/zoo/{stem}.onnx"));
+        let m = fuselab::io::load_file(&path, &Limits::default()).unwrap();
+        let (fused, rep) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
+        assert_eq!(rep.fusions.get("MultiHeadAttention"), Some(&2), "{stem}");
+        for (b, s, p) in [(2, 3, 5), (1, 1, 12)] {
+            let dims = HashMap::from([
+                ("batch".to_string(), b),
+                ("seq".to_string(), s),
+                ("past".to_string(), p),
+            ]);
+            let inputs = fuselab::runtime::inputs::random_inputs(
+                &m,
+                &HashMap::new(),
+                &dims,
+                7,
+                &Limits::default(),
+            )
+            .unwrap();
+            let (du, nu) = max_abs_diff(gpu, &m, &inputs);
+            let (df, nf) = max_abs_diff(gpu, &fused, &inputs);
+            println!(
+                "{stem} {b}x{s} after {p}: max |diff| {du:e} unfused ({nu} dispatches), {df:e} fused ({nf})"
+            );
+            assert!(du <= 1e-4 && df <= 1e-4, "{stem}: {du:e} / {df:e}");
+            assert!(nf < nu, "{stem}");
+        }
     }
 }
 

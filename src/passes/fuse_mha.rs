@@ -41,19 +41,18 @@
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
 use crate::ir::{attr, Model, Node, NodeId, ValueId};
-use crate::onnx::tensor::from_tensor;
 use crate::ops::reduce::Softmax;
-use crate::passes::attention_mask::{attention_mask, attention_mask_after, op_filter, Past};
+use crate::passes::attention_mask::{attention_mask_after, Past};
 use crate::passes::matchers::{
-    fresh_node_name, guarded_probs, int32_mask, operand_scale, produced_by, require_f32_or_f16,
-    require_perm, score_scale, sole_consumer, sole_consumer_op, weights_values,
+    fresh_node_name, guarded_probs, operand_scale, produced_by, require_f32_or_f16, require_perm,
+    score_scale, sole_consumer, sole_consumer_op, weights_values,
 };
+use crate::passes::mha_mask::{bias_and_padding, is_attention_bias, proved_mask, zero_masked_rows};
 use crate::passes::mha_query::{
     flattened_key_transpose, only_reader, query, query_input, split_dims,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
-use crate::tensor::{DType, Tensor};
-use ndarray::{ArrayD, IxDyn};
+use crate::tensor::DType;
 
 pub struct FuseMultiHeadAttention;
 
@@ -309,16 +308,20 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
                 out = raw;
             }
         } else {
-            let past = kv.cache.as_ref().map(|c| cache_lengths(model, c, kv.key));
-            let past = match &past {
-                Some(Some((p, n, total))) => Some(Past {
-                    past: p,
-                    new: n,
-                    total: total.as_deref(),
-                }),
-                Some(None) => return Err("the cache's or the new keys' length is unknown".into()),
-                None => None,
+            let lengths = match &kv.cache {
+                Some(c) => Some(
+                    cache_lengths(model, c, kv.key)
+                        .ok_or("the cache's or the new keys' length is unknown")?,
+                ),
+                None => repeated_cache(model, kv.key),
             };
+            // Heads-first keys that already hold a cache (repeated for the query heads).
+            let hidden = kv.cache.is_none() && lengths.is_some();
+            let past = lengths.as_ref().map(|(p, n, total)| Past {
+                past: p,
+                new: n,
+                total: total.as_deref(),
+            });
             let proved =
                 attention_mask_after(model, m, &scores_dims, past.as_ref()).map_err(|why| {
                     if dt == DType::F32 {
@@ -327,39 +330,28 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
                         format!("{why} ({dt} scores take only a proved mask)")
                     }
                 })?;
-            if proved.causal {
-                // Keys after the query get the lowest float32 (with a cache of P keys, query i
-                // is token P + i), as `Attention` does; `op_filter` below asks the same of F.
-                mha.set_attr(attr::int("unidirectional", 1));
+            if hidden {
+                // The op gets no past here, so its causal mask would start at key 0: the mask,
+                // proved to be [B or 1, 1 or N, S, P + S], is added as the attention_bias it is.
+                if dt != DType::F32 || !proved.bias_shape {
+                    return Err(format!(
+                        "the keys hold a cache repeated for {heads} heads: only a float32 mask \
+                         of the scores' query and key lengths can go in, as attention_bias"
+                    ));
+                }
+                mha.inputs.extend([None, None, Some(m.into())]);
+                if nan_guard {
+                    let raw = g.fresh_name(&format!("{}_unguarded", g.name(y)));
+                    let raw = patch.new_value(&raw, q_ty.clone());
+                    zero_masked_rows(model, &mut patch, m, raw, out, dt)?;
+                    out = raw;
+                }
+            } else {
+                let ctx = (m, y, &q_ty);
+                proved_mask(
+                    model, &mut patch, &mut mha, ctx, &proved, nan_guard, &mut out,
+                )?;
             }
-            if let Some(a) = proved.padding {
-                let kpm = int32_mask(g, &mut patch, a, g.name(y))?;
-                mha.inputs.extend([None, Some(kpm)]);
-            }
-            // sdpa's -inf mask: a row with a visible key weights the masked ones 0 with the
-            // lowest float32 as with -inf, and a row without one, NaN in the pattern, is zeroed
-            // by the guard, and by `zero_masked_rows` after the op (which weights it uniformly).
-            // Float16 alike: a kept score plus -inf is -inf there too, and the op's float32
-            // sum weights it 0 with the lowest float32.
-            let guarded_inf = nan_guard && proved.filter == f64::NEG_INFINITY;
-            if nan_guard && !proved.filter.is_finite() && !guarded_inf {
-                return Err(format!(
-                    "the Where(IsNaN(P), 0, P) guard zeroes rows the mask value {} hides \
-                     throughout; mask_filter_value does not",
-                    proved.filter
-                ));
-            }
-            let filter = match guarded_inf {
-                true => f32::MIN,
-                false => op_filter(dt, proved.filter, proved.causal)?,
-            };
-            if guarded_inf {
-                let raw = g.fresh_name(&format!("{}_unguarded", g.name(y)));
-                let raw = patch.new_value(&raw, q_ty.clone());
-                zero_masked_rows(model, &mut patch, m, raw, out, dt)?;
-                out = raw;
-            }
-            mha.set_attr(attr::float("mask_filter_value", filter));
         }
     }
     mha.outputs = vec![Some(out)];
@@ -376,6 +368,40 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
     Ok(patch)
 }
 
+/// Heads-first keys `[B, N, T, D]` that are a cache repeated for the query heads (grouped-query
+/// attention's repeat_kv: Unsqueeze, Expand, Reshape of `Concat(past, new)` on the sequence
+/// axis): the cache's lengths as `cache_lengths` gives them.
+fn repeated_cache(model: &Model, k4: ValueId) -> Option<(Dim, Dim, Option<String>)> {
+    let g = &model.graph;
+    let mut v = k4;
+    for _ in 0..4 {
+        let (_, n) = ["Reshape", "Expand", "Unsqueeze", "Identity"]
+            .iter()
+            .find_map(|op| produced_by(g, v, op))?;
+        let x = n.input(0)?;
+        if let Some((_, c)) = produced_by(g, x, "Concat") {
+            let axis = crate::ops::attrs_of::<crate::ops::concat::Concat>(model, c)?.axis?;
+            let [Some(past), Some(new)] = c.inputs[..] else {
+                return None;
+            };
+            if !matches!(axis, 2 | -2) || dims(model, past)?.len() != 4 {
+                return None;
+            }
+            let cache = Cache {
+                past_key: past,
+                past_value: past,
+                present_key: x,
+                present_value: x,
+            };
+            let (p, _, total) = cache_lengths(model, &cache, past)?;
+            let new = dims(model, new)?.get(2)?.clone();
+            return Some((p, new, total));
+        }
+        v = x;
+    }
+    None
+}
+
 /// The cache's length P, the new keys' length and the symbol the model declares to be their sum:
 /// present_key's length when it is a graph output declared `[B, N, total, D]` (the model states
 /// that total = P + new by computing the output as their Concat).
@@ -388,167 +414,6 @@ fn cache_lengths(model: &Model, c: &Cache, key3: ValueId) -> Option<(Dim, Dim, O
         _ => None,
     };
     Some((past, new, total))
-}
-
-/// Two masks added to the scores (T5: the relative position bias, then the padding mask): one
-/// an attention_bias `[B or 1, 1 or N, S, L]`, the other proved a padding mask (nothing causal),
-/// in either order; float32 only. They become the op's attention_bias and key_padding_mask, which
-/// it adds the same way (mask_filter_value where a key is padding, plus the bias).
-fn bias_and_padding(
-    model: &Model,
-    patch: &mut Patch,
-    mha: &mut NewNode,
-    masks: [ValueId; 2],
-    scores: &[Dim],
-    heads: i64,
-    dt: DType,
-) -> Result<(), String> {
-    let g = &model.graph;
-    if dt != DType::F32 {
-        return Err(format!(
-            "two masks added to {dt} scores (only float32 takes a bias)"
-        ));
-    }
-    let mut why = vec![];
-    for (bias, pad) in [(masks[1], masks[0]), (masks[0], masks[1])] {
-        if !is_attention_bias(model, bias, scores, heads, dt) {
-            why.push(format!(
-                "'{}' {} is not a [B or 1, 1 or {heads}, S, L] attention_bias",
-                g.name(bias),
-                g.value(bias).ty
-            ));
-            continue;
-        }
-        let proved = match attention_mask(model, pad, scores) {
-            Ok(p) if !p.causal => p,
-            Ok(_) => {
-                why.push(format!("'{}' is proved causal", g.name(pad)));
-                continue;
-            }
-            Err(e) => {
-                why.push(e);
-                continue;
-            }
-        };
-        let mut inputs = vec![None, None];
-        if let Some(a) = proved.padding {
-            inputs[1] = Some(int32_mask(g, patch, a, g.name(pad))?);
-        }
-        inputs.push(Some(bias.into()));
-        mha.inputs.extend(inputs);
-        let filter = op_filter(dt, proved.filter, false)?;
-        mha.set_attr(attr::float("mask_filter_value", filter));
-        return Ok(());
-    }
-    Err(format!(
-        "two masks added to the scores, not an attention_bias and a proved padding mask: {}",
-        why.join("; ")
-    ))
-}
-
-/// `out = Where(rows, y, 0)` with `rows` [B or 1, S, 1] true where the attention_bias `bias`
-/// [B or 1, 1, S, L] has a key above -inf: what sdpa's NaN guard leaves of a row whose keys are
-/// all -inf (zeros), built from ops every backend runs (Greater, Cast, ReduceSum, Squeeze,
-/// Where). Every layer computes the same `rows` from its own copies of the constants (the rules'
-/// patches are built against one graph), so common-subexpression elimination does not merge them
-/// yet: 6 nodes per layer.
-fn zero_masked_rows(
-    model: &Model,
-    patch: &mut Patch,
-    bias: ValueId,
-    y: ValueRef,
-    out: ValueRef,
-    dt: DType,
-) -> Result<(), String> {
-    let g = &model.graph;
-    if !matches!(
-        g.value(bias).ty.shape.as_deref(),
-        Some([_, Dim::Known(1), _, _])
-    ) {
-        return Err(
-            "the NaN guard with a per-head attention_bias (its rows differ by head)".into(),
-        );
-    }
-    let opset = model.opset("").unwrap_or(1);
-    let base = g.name(bias).to_string();
-    let scalar = |patch: &mut Patch, what: &str, t: Tensor| {
-        let name = g.fresh_name(&format!("{base}_{what}"));
-        patch.new_initializer(&name, from_tensor(&name, &t))
-    };
-    let value = |patch: &mut Patch, what: &str, dtype: DType| {
-        let name = g.fresh_name(&format!("{base}_{what}"));
-        patch.new_value(
-            &name,
-            TensorType {
-                dtype: Some(dtype),
-                shape: None,
-            },
-        )
-    };
-    let node = |patch: &mut Patch, op: &str, inputs: Vec<ValueRef>, output: ValueRef| {
-        let mut n = NewNode::new(op, "");
-        // Two Greaters in one patch: the graph's fresh names alone would collide.
-        n.name = fresh_node_name(g, &format!("{base}_{op}_{}", patch.add.len()));
-        n.inputs = inputs.into_iter().map(Some).collect();
-        n.outputs = vec![Some(output)];
-        patch.add.push(n);
-        patch.add.len() - 1
-    };
-    // In the bias's type (float32, or float16 for a proved float16 mask).
-    let neg_inf = scalar(
-        patch,
-        "neg_inf",
-        Tensor::F32(ArrayD::from_elem(IxDyn(&[]), f32::NEG_INFINITY))
-            .narrow(dt)
-            .ok_or("the mask's type")?,
-    );
-    let kept = value(patch, "kept", DType::BOOL);
-    node(patch, "Greater", vec![bias.into(), neg_inf], kept);
-    let kept_f = value(patch, "kept_f", DType::F32);
-    let i = node(patch, "Cast", vec![kept], kept_f);
-    patch.add[i].set_attr(attr::int("to", DType::F32.0 as i64));
-    let count = value(patch, "kept_keys", DType::F32);
-    let i = if opset >= 13 {
-        let axes = scalar(
-            patch,
-            "last_axis",
-            Tensor::I64(ArrayD::from_elem(IxDyn(&[1]), -1)),
-        );
-        node(patch, "ReduceSum", vec![kept_f, axes], count)
-    } else {
-        let i = node(patch, "ReduceSum", vec![kept_f], count);
-        patch.add[i].set_attr(attr::ints("axes", &[-1]));
-        i
-    };
-    patch.add[i].set_attr(attr::int("keepdims", 1));
-    let zero_f = scalar(
-        patch,
-        "zero",
-        Tensor::F32(ArrayD::from_elem(IxDyn(&[]), 0.0)),
-    );
-    let any = value(patch, "any_key", DType::BOOL);
-    node(patch, "Greater", vec![count, zero_f], any);
-    let rows = value(patch, "rows", DType::BOOL);
-    if opset >= 13 {
-        let axes = scalar(
-            patch,
-            "head_axis",
-            Tensor::I64(ArrayD::from_elem(IxDyn(&[1]), 1)),
-        );
-        node(patch, "Squeeze", vec![any, axes], rows);
-    } else {
-        let i = node(patch, "Squeeze", vec![any], rows);
-        patch.add[i].set_attr(attr::ints("axes", &[1]));
-    }
-    let zero = scalar(
-        patch,
-        "zero_out",
-        Tensor::F32(ArrayD::from_elem(IxDyn(&[]), 0.0))
-            .narrow(dt)
-            .ok_or("the output type")?,
-    );
-    node(patch, "Where", vec![rows, y, zero], out);
-    Ok(())
 }
 
 /// What MultiHeadAttention reads as key and value, and the nodes that go.
@@ -704,23 +569,5 @@ fn keys_and_values(
             "Transpose '{}' of the keys has perm {p:?}, not [0, 1, 3, 2] or [0, 2, 3, 1]",
             kt_n.label(kt_id)
         )),
-    }
-}
-
-/// True when `m` is a float mask MultiHeadAttention reads as attention_bias: `[B or 1, 1 or N, S,
-/// L]` with S and L provably the scores' and B provably theirs or 1 (onnxruntime broadcasts only
-/// the first two axes).
-fn is_attention_bias(model: &Model, m: ValueId, scores: &[Dim], heads: i64, dt: DType) -> bool {
-    let ty = &model.graph.value(m).ty;
-    let one = Dim::Known(1);
-    match (ty.shape.as_deref(), scores) {
-        (Some([b, h, s, l]), [sb, _, ss, sl]) => {
-            ty.dtype == Some(dt)
-                && (b.provably_eq(sb) || *b == one)
-                && (*h == one || *h == Dim::Known(heads))
-                && s.provably_eq(ss)
-                && l.provably_eq(sl)
-        }
-        _ => false,
     }
 }

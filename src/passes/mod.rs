@@ -29,6 +29,7 @@ pub mod fuse_skip_layer_norm;
 pub mod gemm_to_matmul;
 pub mod identity;
 pub mod matchers;
+pub mod mha_mask;
 pub mod mha_query;
 pub mod rewrite;
 pub mod specialize;

@@ -120,20 +120,28 @@ def test_float16_decoders_fuse_rotary_and_run_in_onnxruntime(fuselab, tmp_path, 
     assert worst[False] <= HALF_TOLERANCE, worst
 
 
-# GPT-2's decode step (gpt2_tiny_decode: transformers' sdpa path with a DynamicCache of past
-# keys/values): each layer's attention becomes one MultiHeadAttention that reads the cache as
-# past_key/past_value and writes present_key/present_value, causal after the cache. onnxruntime
-# runs the saved step against the original: left padding, one new token and several, an empty
-# cache. The parity run needs the mask's length to be past + seq (--dim total=...).
-def test_gpt2_decode_step_attention_runs_in_onnxruntime(fuselab, tmp_path):
-    src = REPO / "tests" / "models" / "zoo" / "gpt2_tiny_decode.onnx"
+# Decode steps (transformers' sdpa path with a DynamicCache of past keys/values): GPT-2's
+# attention becomes one MultiHeadAttention per layer that reads the cache as past_key/past_value
+# and writes present_key/present_value, causal after the cache; the grouped-query Llama's keeps
+# its Concats (the present outputs, 2 key/value heads) and its repeat to 4 heads, and its mask,
+# proved [B, 1, S, past + S], goes in as attention_bias. onnxruntime runs each saved step against
+# the original: left padding, one new token and several, an empty cache (stem: key/value heads,
+# whether the op writes the present outputs).
+DECODE_STEPS = {"gpt2_tiny_decode": (4, True), "llama_gqa_tiny_decode": (2, False)}
+
+
+@pytest.mark.parametrize("stem", list(DECODE_STEPS))
+def test_decode_step_attention_runs_in_onnxruntime(fuselab, tmp_path, stem):
+    kv_heads, writes_presents = DECODE_STEPS[stem]
+    src = REPO / "tests" / "models" / "zoo" / f"{stem}.onnx"
     out = tmp_path / "out.onnx"
-    fuselab.ok("optimize", src, "-o", out, "--dim", "seq=3", "--dim", "past=5", "--dim", "total=8")
+    fuselab.ok("optimize", src, "-o", out)
     m = onnx.load(str(out))
     mhas = [n for n in m.graph.node if n.op_type == "MultiHeadAttention"]
     assert len(mhas) == 2 and not any(n.op_type == "Softmax" for n in m.graph.node)
-    assert sorted(o for n in mhas for o in n.output[1:]) == [
-        "present_key_0", "present_key_1", "present_value_0", "present_value_1"]
+    presents = sorted(o for n in mhas for o in n.output[1:])
+    assert presents == (["present_key_0", "present_key_1", "present_value_0", "present_value_1"]
+                        if writes_presents else []), presents
     a = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
     b = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(12)
@@ -145,6 +153,7 @@ def test_gpt2_decode_step_attention_runs_in_onnxruntime(fuselab, tmp_path):
                  "attention_mask": mask}
         for i in range(2):
             for kind in ("key", "value"):
-                feeds[f"past_{kind}_{i}"] = rng.standard_normal((batch, 4, past, 16)).astype(np.float32)
+                feeds[f"past_{kind}_{i}"] = rng.standard_normal(
+                    (batch, kv_heads, past, 16)).astype(np.float32)
         for w, g in zip(a.run(None, feeds), b.run(None, feeds), strict=True):
             assert w.shape == g.shape and float(np.abs(w - g).max()) <= 1e-4, (batch, seq, past)
