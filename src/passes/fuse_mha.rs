@@ -25,18 +25,34 @@
 //! proved a padding mask `Where(A[b, k] != 0, 0, F)` (`attention_mask`), which becomes
 //! `key_padding_mask = Cast(Cast(A, bool), int32)` with `mask_filter_value = F`. Two added
 //! masks (T5's position bias and padding mask) must be one attention_bias and one proved padding
-//! mask, in either order (`bias_and_padding`).
+//! mask, in either order (`bias_and_padding`); the mask handling lives in `mha_mask`.
+//!
+//! Decode steps (a KV cache): keys `Concat(past_key [B, N, P, D], Transpose(0,2,1,3)(Reshape(k2)))`
+//! on the sequence axis, and values likewise, become the op's past_key/past_value with k2 and v2
+//! 3-D; the Concats' outputs (the model's present_key/present_value, read by anything else) become
+//! its outputs 1 and 2. The scores' key axis is then P + S: the mask is proved with that length
+//! (`attention_mask_after`), a causal part reads `k <= q + P` (the op's `unidirectional` after a
+//! past), and the symbol the model declares for present's length (`total`, also the length of its
+//! attention_mask input) stands for P + S: the model states that sum by computing present as the
+//! Concat (without present outputs nothing states it and the mask's Gather is not provably in
+//! range). Grouped-query steps repeat the cache for the query heads after the Concat (repeat_kv),
+//! which the op cannot take as its past: the Concats stay, the repeated keys and values go in
+//! heads-first, and the mask, proved `[B or 1, 1 or N, S, P + S]`, is the op's attention_bias
+//! (float32; the op's own causal mask would start at key 0).
 //!
 //! Guards: every removed intermediate is single-use; the Transposes have exactly those perms; q2
 //! is `[d0, d1, N·D]` and the Reshapes go to `[d0, d1, N, D]` and back to `[d0, d1, N·D]` (the
 //! same dims); keys and values have N heads of D; the scale is a rank-0 constant (Mul, or Div by
 //! its inverse) or absent (1); Softmax normalizes the last axis (opset ≥ 13); float32 or float16
-//! throughout (onnxruntime's CPU kernel runs both); a proved mask with a causal part (`k <= q`)
-//! becomes `unidirectional = 1` (the op has no past here, so it hides exactly the keys after the
+//! throughout (onnxruntime's CPU kernel runs both); a proved mask with a causal part (`k <= q`,
+//! after a cache `k <= q + P`) becomes `unidirectional = 1` (it hides exactly the keys after the
 //! query, with the lowest float32), and then F must be the lowest float of the scores' type
-//! (`op_filter`: a fully masked row is uniform in the op as in the pattern); float16 scores take
-//! only a proved mask, never an attention_bias (in float16 a row whose keys are all masked rounds
-//! to one value, which the op's float32 sum does not).
+//! (`op_filter`: a fully masked row is uniform in the op as in the pattern), or -inf behind
+//! sdpa's `Where(IsNaN(P), 0, P)` guard (the filter is then the lowest float32, which weights
+//! masked keys 0 as -inf does wherever a row has a visible key, and the rows without one, which
+//! the guard zeroes, are zeroed after the op); float16 scores take only a proved mask, never an
+//! attention_bias (in float16 a row whose keys are all masked rounds to one value, which the op's
+//! float32 sum does not).
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};

@@ -14,6 +14,12 @@
 //! [B, T]) and `k <= q`, the mask is exactly Attention's raw mask with `mask_filter_value = F`,
 //! plus `unidirectional = 1` for the causal part.
 //!
+//! Lengths that are sums of dims (a decode step's `Range(0, past + seq)`, its Expand and Reshape
+//! sizes) are read by interpreting the scalars and Concats that compute them (`int_vector`), and
+//! torch's expand sizes `Where(Equal(s, -1), 1, s)` element by element. After a cache
+//! (`attention_mask_after`), the scores' key axis is `past + new`, the causal term is
+//! `k <= q + past`, and the symbol the model declares for that sum stands for it everywhere.
+//!
 //! Every step is exact or gives up: an op outside the list, a dim that could broadcast at run
 //! time (two different symbols), a Gather index that might be negative or past the end stops the
 //! proof with the reason.
