@@ -267,6 +267,11 @@ SPECS: dict[str, Spec] = {
                   "gpt2_tiny_sdpa", "llama_gqa_tiny_sdpa", "qwen3_tiny", "gemma3_tiny",
                   "phi3_tiny", "t5_encoder_tiny"]
     },
+    # Decode steps: 3 new tokens after 5 cached (the cache N(0, 1)), the mask over all 8.
+    **{
+        f"{ZOO_ID}/{m}.onnx": Spec(dims={"batch": 2, "seq": 3, "past": 5, "total": 8}, vocab=1000)
+        for m in ["gpt2_tiny_decode", "llama_gqa_tiny_decode"]
+    },
     f"{ZOO_ID}/llama_gqa_tiny_int4_qdq.onnx": Spec(
         dims=TEXT_DIMS, vocab=1000, ort_level="basic",
         why="at ORT_ENABLE_ALL onnxruntime fuses each DequantizeLinear -> MatMul into its own "
