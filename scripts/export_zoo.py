@@ -85,6 +85,7 @@ import onnx
 import torch
 
 import export_models as em
+from export_real_size import Decode as DecodeStep  # the real-size decode exports' module
 from zoo_derived import ZOO, describe, export_derived, histogram_line, max_abs, ort_run, \
     save_checked, table_row
 
@@ -137,26 +138,6 @@ class EncoderHidden(torch.nn.Module):
 
     def forward(self, input_features):
         return self.encoder(input_features=input_features, return_dict=True).last_hidden_state
-
-
-class DecodeStep(torch.nn.Module):
-    """A causal LM's step after a cache: (input_ids, attention_mask, past_key_0, past_value_0,
-    ...) -> (logits, present_key_0, present_value_0, ...), the cache as a DynamicCache."""
-
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, input_ids, attention_mask, *past):
-        from transformers import DynamicCache
-        pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
-        cache = DynamicCache(ddp_cache_data=pairs, config=self.m.config)
-        out = self.m(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
-                     use_cache=True, return_dict=True)
-        present = []
-        for layer in out.past_key_values.layers:
-            present += [layer.keys, layer.values]
-        return (out.logits, *present)
 
 
 def text_config(**extra) -> dict:

@@ -582,6 +582,26 @@ fn fuse_all(m: &Model, op: &str) -> (Model, usize, Vec<String>) {
     (opt, n, why)
 }
 
+/// (batch, seq, past) of a decode step, and its attention_mask [batch, past + seq].
+type DecodeCase = ((usize, usize, usize), Vec<i64>);
+
+/// The decode step `m` and its fused `opt` agree within 1e-5 on each case.
+fn assert_decode_parity(m: &Model, opt: &Model, cases: &[DecodeCase]) {
+    let limits = fuselab::Limits::default();
+    for (shape, mask) in cases {
+        let inputs = decode_inputs(m, *shape, mask);
+        let run = |m: &Model| {
+            fuselab::runtime::reference::Executor::new(m, &limits)
+                .unwrap()
+                .run(&inputs)
+                .unwrap()
+        };
+        let d = fuselab::runtime::parity::compare(&run(m), &run(opt), 0.0).max_abs_diff;
+        println!("{shape:?} {mask:?}: max |diff| {d:e}");
+        assert!(d <= 1e-5, "{shape:?} {mask:?}: {d}");
+    }
+}
+
 fn gpt2_decode() -> Model {
     let path = common::repo().join("tests/models/zoo/gpt2_tiny_decode.onnx");
     fuselab::io::load_file(&path, &fuselab::Limits::default()).unwrap()
@@ -628,8 +648,7 @@ fn gpt2_decode_step_attention_reads_and_writes_the_cache() {
         .filter(|&i| g.node(i).output(0).is_some_and(|o| g.is_graph_output(o)))
         .count();
     assert_eq!(concats, 0);
-    let limits = fuselab::Limits::default();
-    for (shape, mask) in [
+    let cases = [
         (
             (2, 3, 5),
             vec![1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1],
@@ -638,18 +657,8 @@ fn gpt2_decode_step_attention_reads_and_writes_the_cache() {
         // Row 1 hides every key: NaN in the pattern, zeroed by its guard and after the op.
         ((2, 2, 3), vec![1, 1, 1, 1, 1, 0, 0, 0, 0, 0]),
         ((2, 4, 0), vec![0, 1, 1, 1, 1, 1, 1, 1]),
-    ] {
-        let inputs = decode_inputs(&m, shape, &mask);
-        let run = |m: &Model| {
-            fuselab::runtime::reference::Executor::new(m, &limits)
-                .unwrap()
-                .run(&inputs)
-                .unwrap()
-        };
-        let d = fuselab::runtime::parity::compare(&run(&m), &run(&opt), 0.0).max_abs_diff;
-        println!("{shape:?} {mask:?}: max |diff| {d:e}");
-        assert!(d <= 1e-5, "{shape:?} {mask:?}: {d}");
-    }
+    ];
+    assert_decode_parity(&m, &opt, &cases);
 }
 
 /// Without present outputs nothing states that the mask's length `total` is past + seq, so the
@@ -697,26 +706,15 @@ fn a_grouped_query_decode_step_takes_its_mask_as_attention_bias() {
         assert_eq!(node.attr_int("unidirectional"), None);
         assert_eq!(node.outputs.len(), 1);
     }
-    let limits = fuselab::Limits::default();
-    for (shape, mask) in [
+    let cases = [
         (
             (2, 3, 5),
             vec![1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1],
         ),
         ((1, 1, 7), vec![0, 0, 0, 1, 1, 1, 1, 1]),
         ((2, 2, 3), vec![1, 1, 1, 1, 1, 0, 0, 0, 0, 0]),
-    ] {
-        let inputs = decode_inputs(&m, shape, &mask);
-        let run = |m: &Model| {
-            fuselab::runtime::reference::Executor::new(m, &limits)
-                .unwrap()
-                .run(&inputs)
-                .unwrap()
-        };
-        let d = fuselab::runtime::parity::compare(&run(&m), &run(&opt), 0.0).max_abs_diff;
-        println!("{shape:?} {mask:?}: max |diff| {d:e}");
-        assert!(d <= 1e-5, "{shape:?} {mask:?}: {d}");
-    }
+    ];
+    assert_decode_parity(&m, &opt, &cases);
 }
 
 /// A decode step's default inputs agree with what it states: present_key is declared

@@ -63,7 +63,7 @@ use crate::passes::matchers::{
     fresh_node_name, guarded_probs, operand_scale, produced_by, require_f32_or_f16, require_perm,
     score_scale, sole_consumer, sole_consumer_op, weights_values,
 };
-use crate::passes::mha_mask::{bias_and_padding, is_attention_bias, proved_mask, zero_masked_rows};
+use crate::passes::mha_mask::{bias_and_padding, is_attention_bias, proved_mask, zero_rows_after};
 use crate::passes::mha_query::{
     flattened_key_transpose, only_reader, query, query_input, split_dims,
 };
@@ -318,10 +318,7 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
             if nan_guard {
                 // The guard zeroes a row whose bias is -inf throughout (its softmax is NaN);
                 // onnxruntime's op gives NaN there, so the rows are zeroed after it.
-                let raw = g.fresh_name(&format!("{}_unguarded", g.name(y)));
-                let raw = patch.new_value(&raw, q_ty.clone());
-                zero_masked_rows(model, &mut patch, m, raw, out, dt)?;
-                out = raw;
+                zero_rows_after(model, &mut patch, m, (y, &q_ty), &mut out)?;
             }
         } else {
             let lengths = match &kv.cache {
@@ -357,10 +354,7 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
                 }
                 mha.inputs.extend([None, None, Some(m.into())]);
                 if nan_guard {
-                    let raw = g.fresh_name(&format!("{}_unguarded", g.name(y)));
-                    let raw = patch.new_value(&raw, q_ty.clone());
-                    zero_masked_rows(model, &mut patch, m, raw, out, dt)?;
-                    out = raw;
+                    zero_rows_after(model, &mut patch, m, (y, &q_ty), &mut out)?;
                 }
             } else {
                 let ctx = (m, y, &q_ty);

@@ -53,10 +53,7 @@ pub(super) fn proved_mask(
         false => op_filter(dt, proved.filter, proved.causal)?,
     };
     if guarded_inf {
-        let raw = g.fresh_name(&format!("{}_unguarded", g.name(y)));
-        let raw = patch.new_value(&raw, q_ty.clone());
-        zero_masked_rows(model, patch, m, raw, *out, dt)?;
-        *out = raw;
+        zero_rows_after(model, patch, m, (y, q_ty), out)?;
     }
     mha.set_attr(attr::float("mask_filter_value", filter));
     Ok(())
@@ -118,13 +115,31 @@ pub(super) fn bias_and_padding(
     ))
 }
 
+/// The op writes a fresh value instead of `out` (the merged heads `y` of type `q_ty`), and `out`
+/// becomes that value with the rows `zero_masked_rows` finds in `bias` zeroed.
+pub(super) fn zero_rows_after(
+    model: &Model,
+    patch: &mut Patch,
+    bias: ValueId,
+    (y, q_ty): (ValueId, &TensorType),
+    out: &mut ValueRef,
+) -> Result<(), String> {
+    let g = &model.graph;
+    let dt = q_ty.dtype.ok_or("the output type")?;
+    let raw = g.fresh_name(&format!("{}_unguarded", g.name(y)));
+    let raw = patch.new_value(&raw, q_ty.clone());
+    zero_masked_rows(model, patch, bias, raw, *out, dt)?;
+    *out = raw;
+    Ok(())
+}
+
 /// `out = Where(rows, y, 0)` with `rows` [B or 1, S, 1] true where the attention_bias `bias`
 /// [B or 1, 1, S, L] has a key above -inf: what sdpa's NaN guard leaves of a row whose keys are
 /// all -inf (zeros), built from ops every backend runs (Greater, Cast, ReduceSum, Squeeze,
 /// Where). Every layer computes the same `rows` from its own copies of the constants (the rules'
 /// patches are built against one graph), so common-subexpression elimination does not merge them
 /// yet: 6 nodes per layer.
-pub(super) fn zero_masked_rows(
+fn zero_masked_rows(
     model: &Model,
     patch: &mut Patch,
     bias: ValueId,
