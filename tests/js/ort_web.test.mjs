@@ -83,3 +83,28 @@ for (const { file, dims } of MODELS) {
       `webgpu ${dGpu.toExponential(1)}`);
   });
 }
+
+// Decode steps with a KV cache (transformers' sdpa exports, 3 new tokens after 5 cached): the
+// default rules fuse each layer's attention into MultiHeadAttention (GPT-2: the cache as
+// past_key/past_value and the present outputs; the grouped-query Llama: the mask as
+// attention_bias), and onnxruntime-web's wasm EP runs the saved step within 1e-4 of the
+// original, present outputs included, with rows of the mask left-padded.
+const DECODE_STEPS = [
+  { file: "tests/models/zoo/gpt2_tiny_decode.onnx", dims: { batch: 2, seq: 3, past: 5, total: 8 } },
+  { file: "tests/models/zoo/llama_gqa_tiny_decode.onnx", dims: { batch: 2, seq: 3, past: 5, total: 8 } },
+];
+
+for (const { file, dims } of DECODE_STEPS) {
+  const name = basename(file, ".onnx");
+  test(`${name}: onnxruntime-web's wasm EP runs the fused decode step and it matches`, async () => {
+    const { original, optimized, report } = prepare(cli, file, dir, "ort-cpu");
+    assert.equal(report.fusions.MultiHeadAttention, 2, `${name}: ${JSON.stringify(report.fusions)}`);
+    const ref = await ort.run(original, "wasm", dims, RUNS);
+    const opt = await ort.run(optimized, "wasm", dims, RUNS);
+    assert.ok(Object.keys(ref.outputs).some((k) => k.startsWith("present_")), `${name}: no present output`);
+    const d = maxDiff(ref.outputs, opt.outputs);
+    assert.ok(d <= 1e-4, `${name}: optimized on wasm differs by ${d}`);
+    console.log(`# ${name}: nodes ${report.nodes_before} → ${report.nodes_after}; wasm ${ref.ms.toFixed(2)} → ` +
+      `${opt.ms.toFixed(2)} ms (median of ${RUNS}); max diff ${d.toExponential(1)}`);
+  });
+}
