@@ -719,22 +719,24 @@ fn a_grouped_query_decode_step_takes_its_mask_as_attention_bias() {
 
 /// A decode step's default inputs agree with what it states: present_key is declared
 /// `[batch, 4, total, 16]` and computed as Concat(past_key, new keys), so `total` defaults to
-/// past + seq (8 + 8), and the default parity run of `optimize` passes. A size given for
-/// `total` is kept.
+/// past + seq (8 + 8), and the default parity run of `optimize` passes; the fused step, whose
+/// present outputs MultiHeadAttention writes, states the same. A size given for `total` is kept.
 #[test]
 fn decode_step_inputs_default_to_the_stated_total() {
     use fuselab::runtime::inputs::random_inputs;
     let m = gpt2_decode();
     let limits = fuselab::Limits::default();
-    let shape = |dims: &[(&str, usize)]| {
+    let shape = |m: &Model, dims: &[(&str, usize)]| {
         let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        let inputs = random_inputs(&m, &Default::default(), &dims, 1, &limits).unwrap();
+        let inputs = random_inputs(m, &Default::default(), &dims, 1, &limits).unwrap();
         inputs["attention_mask"].shape().to_vec()
     };
-    assert_eq!(shape(&[]), [8, 16]);
-    assert_eq!(shape(&[("past", 5), ("seq", 1)]), [8, 6]);
-    assert_eq!(shape(&[("total", 5)]), [8, 5]);
-    let (_, rep) =
+    assert_eq!(shape(&m, &[]), [8, 16]);
+    assert_eq!(shape(&m, &[("past", 5), ("seq", 1)]), [8, 6]);
+    assert_eq!(shape(&m, &[("total", 5)]), [8, 5]);
+    let (opt, rep) =
         fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).expect("default parity");
     assert!(rep.parity.is_some_and(|p| p.ok));
+    // The saved step states the same through MultiHeadAttention's present outputs.
+    assert_eq!(shape(&opt, &[("past", 5), ("seq", 1)]), [8, 6]);
 }

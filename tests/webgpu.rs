@@ -1320,14 +1320,14 @@ fn zoo_inputs(m: &Model, batch: usize, seq: usize) -> HashMap<String, Tensor> {
 /// present_key/present_value (two cache appends and the attention core, causal after the
 /// cache); the grouped-query Llama's reads its repeated cache heads-first with the mask as
 /// attention_bias. Unfused and fused runs match the reference backend, present outputs too
-/// (`total` follows from past + seq).
+/// (`total` follows from past + seq), an empty cache included.
 fn decode_step_attention_matches_the_reference(gpu: &Gpu) {
     for stem in ["gpt2_tiny_decode", "llama_gqa_tiny_decode"] {
         let path = common::repo().join(format!("tests/models/zoo/{stem}.onnx"));
         let m = fuselab::io::load_file(&path, &Limits::default()).unwrap();
         let (fused, rep) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
         assert_eq!(rep.fusions.get("MultiHeadAttention"), Some(&2), "{stem}");
-        for (b, s, p) in [(2, 3, 5), (1, 1, 12)] {
+        for (b, s, p) in [(2, 3, 5), (1, 1, 12), (2, 2, 0)] {
             let dims = HashMap::from([
                 ("batch".to_string(), b),
                 ("seq".to_string(), s),

@@ -59,8 +59,9 @@ pub fn concrete_shape(input: &str, shape: &[Dim], dims: &HashMap<String, usize>)
 
 /// `dims` plus the sizes a model states as sums: a graph output declared with symbolic dim `T`
 /// on an axis along which the graph computes it as a Concat (a decode step's
-/// `present_key = Concat(past_key, new keys)`, declared `[batch, heads, total, head]`) makes `T`
-/// the sum of the parts' sizes, so that the inputs sized by `T` (the step's attention_mask
+/// `present_key = Concat(past_key, new keys)`, declared `[batch, heads, total, head]`), or as
+/// MultiHeadAttention's present_key/present_value (the fused step), makes `T` the sum of the
+/// parts' sizes, so that the inputs sized by `T` (the step's attention_mask
 /// `[batch, total]`) agree with it. A size given in `dims` is kept; parts of unknown size, or
 /// outputs that disagree, state nothing.
 pub fn with_stated_sums(model: &Model, dims: &HashMap<String, usize>) -> HashMap<String, usize> {
@@ -78,13 +79,34 @@ pub fn with_stated_sums(model: &Model, dims: &HashMap<String, usize>) -> HashMap
         let Some(shape) = g.value(o).ty.shape.as_ref() else {
             continue;
         };
-        let axis = match crate::ops::attrs_of::<crate::ops::concat::Concat>(model, node) {
-            Some(c) if node.is_onnx_domain() && node.op_type == "Concat" => c.axis,
-            _ => None,
-        };
-        let Some(axis) =
-            axis.and_then(|a| usize::try_from(a.rem_euclid(shape.len().max(1) as i64)).ok())
-        else {
+        // (the output's axis, the parts: value and its axis) of a sum the graph computes.
+        let (axis, parts) = if node.is_onnx_domain() && node.op_type == "Concat" {
+            let rank = shape.len().max(1) as i64;
+            let axis = crate::ops::attrs_of::<crate::ops::concat::Concat>(model, node)
+                .and_then(|c| c.axis)
+                .and_then(|a| usize::try_from(a.rem_euclid(rank)).ok());
+            let Some(axis) = axis else { continue };
+            (axis, node.inputs.iter().map(|&v| (v, axis)).collect())
+        } else if node.domain == crate::ir::model::MS_DOMAIN && node.op_type == "MultiHeadAttention"
+        {
+            // present_key/present_value (outputs 1, 2): the cache (inputs 6, 7) then the new
+            // keys/values (inputs 1, 2: 3-D, their axis 1).
+            let Some(k) = (1..3).find(|&k| node.output(k) == Some(o)) else {
+                continue;
+            };
+            let new = node.inputs.get(k).copied().flatten();
+            let new_axis = match new.and_then(|v| g.value(v).ty.rank()) {
+                Some(3) => 1,
+                _ => continue,
+            };
+            (
+                2,
+                vec![
+                    (node.inputs.get(k + 5).copied().flatten(), 2),
+                    (new, new_axis),
+                ],
+            )
+        } else {
             continue;
         };
         let Some(Dim::Sym(t)) = shape.get(axis) else {
@@ -93,17 +115,16 @@ pub fn with_stated_sums(model: &Model, dims: &HashMap<String, usize>) -> HashMap
         if dims.contains_key(t) || !named_by_input(t) {
             continue;
         }
-        let size = |v: Option<crate::ir::ValueId>| -> Option<usize> {
+        let size = |(v, axis): (Option<crate::ir::ValueId>, usize)| -> Option<usize> {
             match g.value(v?).ty.shape.as_ref()?.get(axis)? {
                 Dim::Known(k) => usize::try_from(*k).ok(),
                 Dim::Sym(s) if s != t => Some(dims.get(s).copied().unwrap_or(DEFAULT_DIM)),
                 _ => None,
             }
         };
-        let sum = node
-            .inputs
-            .iter()
-            .map(|&v| size(v))
+        let sum = parts
+            .into_iter()
+            .map(size)
             .try_fold(0usize, |acc, x| acc.checked_add(x?));
         let e = stated.entry(t.clone()).or_insert(sum);
         if *e != sum {

@@ -382,8 +382,11 @@ pub fn cache_append(
     let groups = thread_kernel(&mut src, b * n * total * d);
     let _ = writeln!(
         src,
-        "  let t = i % {d}u;\n  let j = (i / {d}u) % {tt}u;\n  let hd = (i / ({d}u * {tt}u)) % {n}u;\n  let bb = i / ({d}u * {tt}u * {n}u);\n  if (j < {p}u) {{ out0[i] = in0[((bb * {n}u + hd) * {p}u + j) * {d}u + t]; }} else {{ out0[i] = in1[((bb * {l}u + j - {p}u) * {n}u + hd) * {d}u + t]; }}\n}}",
+        "  let t = i % {d1}u;\n  let j = (i / {d1}u) % {tt}u;\n  let hd = (i / ({d1}u * {tt}u)) % {n1}u;\n  let bb = i / ({d1}u * {tt}u * {n1}u);\n  if (j < {p}u) {{ out0[i] = in0[((bb * {n}u + hd) * {p}u + j) * {d}u + t]; }} else {{ out0[i] = in1[((bb * {l}u + j - {p}u) * {n}u + hd) * {d}u + t]; }}\n}}",
+        // Divisors of at least 1: WGSL refuses a division by a constant 0 (no thread runs then).
         tt = total.max(1),
+        d1 = d.max(1),
+        n1 = n.max(1),
     );
     Dispatch {
         wgsl: src,
