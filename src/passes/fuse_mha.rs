@@ -323,7 +323,7 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         } else {
             let lengths = match &kv.cache {
                 Some(c) => Some(
-                    cache_lengths(model, c, kv.key)
+                    cache_lengths(model, c.past_key, (kv.key, 1), c.present_key)
                         .ok_or("the cache's or the new keys' length is unknown")?,
                 ),
                 None => repeated_cache(model, kv.key),
@@ -397,33 +397,31 @@ fn repeated_cache(model: &Model, k4: ValueId) -> Option<(Dim, Dim, Option<String
             if !matches!(axis, 2 | -2) || dims(model, past)?.len() != 4 {
                 return None;
             }
-            let cache = Cache {
-                past_key: past,
-                past_value: past,
-                present_key: x,
-                present_value: x,
-            };
-            let (p, _, total) = cache_lengths(model, &cache, past)?;
-            let new = dims(model, new)?.get(2)?.clone();
-            return Some((p, new, total));
+            return cache_lengths(model, past, (new, 2), x);
         }
         v = x;
     }
     None
 }
 
-/// The cache's length P, the new keys' length and the symbol the model declares to be their sum:
-/// present_key's length when it is a graph output declared `[B, N, total, D]` (the model states
-/// that total = P + new by computing the output as their Concat).
-fn cache_lengths(model: &Model, c: &Cache, key3: ValueId) -> Option<(Dim, Dim, Option<String>)> {
+/// The length P of the cache `past` `[B, N, P, D]`, that of the new keys (`new`'s dim `axis`)
+/// and the symbol the model declares to be their sum: the length of `present` (their Concat) when
+/// it is a graph output declared `[B, N, total, D]` (the model states that total = P + new by
+/// computing the output as the Concat).
+fn cache_lengths(
+    model: &Model,
+    past: ValueId,
+    (new, axis): (ValueId, usize),
+    present: ValueId,
+) -> Option<(Dim, Dim, Option<String>)> {
     let g = &model.graph;
-    let past = dims(model, c.past_key)?.get(2)?.clone();
-    let new = dims(model, key3)?.get(1)?.clone();
-    let total = match dims(model, c.present_key).as_deref() {
-        Some([_, _, Dim::Sym(t), _]) if g.is_graph_output(c.present_key) => Some(t.clone()),
+    let p = dims(model, past)?.get(2)?.clone();
+    let n = dims(model, new)?.get(axis)?.clone();
+    let total = match dims(model, present).as_deref() {
+        Some([_, _, Dim::Sym(t), _]) if g.is_graph_output(present) => Some(t.clone()),
         _ => None,
     };
-    Some((past, new, total))
+    Some((p, n, total))
 }
 
 /// What MultiHeadAttention reads as key and value, and the nodes that go.
