@@ -248,13 +248,11 @@ impl Op for MultiHeadAttention {
             .ok_or("num_heads is required")? as usize;
         let others = [3, 8, 9].iter().any(|&i| c.has_input(i));
         // A cache: past_key/past_value with both present outputs (a decode step, as
-        // `multi_head_attention` emits it).
-        let cached = c.has_input(6) || c.has_input(7);
-        let presents = c.has_out(1) && c.has_out(2);
-        let cache_ok = !cached || (c.has_input(6) && c.has_input(7) && presents);
+        // `multi_head_attention` emits it), all four or none.
+        let cache = [c.has_input(6), c.has_input(7), c.has_out(1), c.has_out(2)];
+        let cached = cache.iter().all(|&x| x);
         if others
-            || !cache_ok
-            || (!cached && (c.has_out(1) || c.has_out(2)))
+            || (!cached && cache.iter().any(|&x| x))
             || c.has_out(3)
             || !matches!(self.unidirectional, 0 | 1)
         {

@@ -313,13 +313,11 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
         // float16 rounds every score of a row whose keys are all masked to F (a uniform row);
         // the op adds the bias in float32. Only a proved padding mask (a row is fully masked
         // only when a whole sequence is padding, as `attention` accepts) keeps that meaning.
-        if dt == DType::F32 && is_attention_bias(model, m, &scores_dims, heads, dt) {
-            mha.inputs.extend([None, None, Some(m.into())]);
-            if nan_guard {
-                // The guard zeroes a row whose bias is -inf throughout (its softmax is NaN);
-                // onnxruntime's op gives NaN there, so the rows are zeroed after it.
-                zero_rows_after(model, &mut patch, m, (y, &q_ty), &mut out)?;
-            }
+        // The mask is the op's attention_bias when its declared shape is one, or when it is
+        // proved one beside keys that hold a cache repeated for the query heads; otherwise it
+        // is a proved mask the op reads as its own (`proved_mask`).
+        let as_bias = if dt == DType::F32 && is_attention_bias(model, m, &scores_dims, heads, dt) {
+            true
         } else {
             let lengths = match &kv.cache {
                 Some(c) => Some(
@@ -352,15 +350,20 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
                          of the scores' query and key lengths can go in, as attention_bias"
                     ));
                 }
-                mha.inputs.extend([None, None, Some(m.into())]);
-                if nan_guard {
-                    zero_rows_after(model, &mut patch, m, (y, &q_ty), &mut out)?;
-                }
             } else {
                 let ctx = (m, y, &q_ty);
                 proved_mask(
                     model, &mut patch, &mut mha, ctx, &proved, nan_guard, &mut out,
                 )?;
+            }
+            hidden
+        };
+        if as_bias {
+            mha.inputs.extend([None, None, Some(m.into())]);
+            if nan_guard {
+                // The guard zeroes a row whose bias is -inf throughout (its softmax is NaN);
+                // onnxruntime's op gives NaN there, so the rows are zeroed after it.
+                zero_rows_after(model, &mut patch, m, (y, &q_ty), &mut out)?;
             }
         }
     }
@@ -501,12 +504,9 @@ fn keys_and_values(
             return None;
         };
         let (x3, nodes) = from_3d(new, c_id)?;
-        let heads_of = |v: ValueId| match dims(model, v).as_deref() {
-            Some([_, Dim::Known(n), _, Dim::Known(d)]) => Some((*n, *d)),
-            _ => None,
-        };
-        (matches!(axis, 2 | -2) && heads_of(past).is_some_and(|(n, _)| n == heads))
-            .then_some((c_id, past, x3, nodes))
+        let past_heads = matches!(dims(model, past).as_deref(),
+            Some([_, Dim::Known(n), _, _]) if *n == heads);
+        (matches!(axis, 2 | -2) && past_heads).then_some((c_id, past, x3, nodes))
     };
     match perm.as_deref() {
         Some([0, 1, 3, 2]) => {

@@ -80,7 +80,7 @@ pub fn with_stated_sums(model: &Model, dims: &HashMap<String, usize>) -> HashMap
             continue;
         };
         // (the output's axis, the parts: value and its axis) of a sum the graph computes.
-        let (axis, parts) = if node.is_onnx_domain() && node.op_type == "Concat" {
+        let (axis, parts) = if node.is("Concat") {
             let rank = shape.len().max(1) as i64;
             let axis = crate::ops::attrs_of::<crate::ops::concat::Concat>(model, node)
                 .and_then(|c| c.axis)
@@ -94,18 +94,12 @@ pub fn with_stated_sums(model: &Model, dims: &HashMap<String, usize>) -> HashMap
             let Some(k) = (1..3).find(|&k| node.output(k) == Some(o)) else {
                 continue;
             };
-            let new = node.inputs.get(k).copied().flatten();
+            let new = node.input(k);
             let new_axis = match new.and_then(|v| g.value(v).ty.rank()) {
                 Some(3) => 1,
                 _ => continue,
             };
-            (
-                2,
-                vec![
-                    (node.inputs.get(k + 5).copied().flatten(), 2),
-                    (new, new_axis),
-                ],
-            )
+            (2, vec![(node.input(k + 5), 2), (new, new_axis)])
         } else {
             continue;
         };
@@ -115,11 +109,14 @@ pub fn with_stated_sums(model: &Model, dims: &HashMap<String, usize>) -> HashMap
         if dims.contains_key(t) || !named_by_input(t) {
             continue;
         }
+        // A part's size as the inputs get it (`concrete_shape`); unknown, or `T` itself: none.
         let size = |(v, axis): (Option<crate::ir::ValueId>, usize)| -> Option<usize> {
-            match g.value(v?).ty.shape.as_ref()?.get(axis)? {
-                Dim::Known(k) => usize::try_from(*k).ok(),
-                Dim::Sym(s) if s != t => Some(dims.get(s).copied().unwrap_or(DEFAULT_DIM)),
-                _ => None,
+            let v = v?;
+            let shape = g.value(v).ty.shape.as_deref()?;
+            match shape.get(axis)? {
+                Dim::Unknown => None,
+                Dim::Sym(s) if s == t => None,
+                _ => concrete_shape(g.name(v), shape, dims).get(axis).copied(),
             }
         };
         let sum = parts
