@@ -52,6 +52,10 @@ Files (tests/models/zoo/):
                              traced for one)
   llama_gqa_tiny_decode.onnx the sdpa Llama above (GQA 4/2) as the same decode step (past and
                              present [batch, 2, past/total, 16])
+  gptj_tiny.onnx             GPTJForCausalLM, sdpa, 2 layers, hidden 64, 4 heads of 16:
+                             interleaved ("rotate every two") rotary on the first 8 channels of
+                             each head (rotary_dim 8), sin/cos rows gathered from one table,
+                             applied on [batch, seq, heads, head] before the head transpose
   t5_encoder_tiny.onnx       T5EncoderModel (eager: T5 has no sdpa), d_model 64, 4 heads of 16,
                              gated-gelu FFN 128: RMSNorm without mean, unscaled scores plus the
                              relative position bias plus the padding mask
@@ -224,6 +228,17 @@ def build_phi3():
     cfg = Phi3Config(**sdpa_config(num_key_value_heads=2, pad_token_id=0, bos_token_id=1,
                                    eos_token_id=2, tie_word_embeddings=False))
     return CausalLmLogits(Phi3ForCausalLM(cfg)).eval()
+
+
+def build_gptj():
+    """GPT-J: interleaved ("rotate every two") rotary on the first 8 of each head's 16 channels,
+    its sin/cos rows gathered from one table by position, applied before the head transpose."""
+    from transformers import GPTJConfig, GPTJForCausalLM
+    torch.manual_seed(0)
+    cfg = GPTJConfig(vocab_size=em.VOCAB, n_positions=128, n_embd=64, n_layer=2, n_head=4,
+                     rotary_dim=8, bos_token_id=em.VOCAB - 1, eos_token_id=em.VOCAB - 1,
+                     use_cache=False, attn_implementation="sdpa", tie_word_embeddings=False)
+    return CausalLmLogits(GPTJForCausalLM(cfg)).eval()
 
 
 def build_t5_encoder():
@@ -457,6 +472,8 @@ EXPORTS = {
     "gemma3_tiny": (build_gemma3, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
                     export_legacy),
     "phi3_tiny": (build_phi3, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                  export_legacy),
+    "gptj_tiny": (build_gptj, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
                   export_legacy),
     "gpt2_tiny_decode": (build_gpt2_decode, decode_feeds(4, 16), decode_outputs(),
                          decode_axes(), DECODE_SHAPES, export_legacy),

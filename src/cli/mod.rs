@@ -130,8 +130,9 @@ pub(crate) struct Common {
 #[derive(Args, Clone)]
 pub(crate) struct RunArgs {
     /// Size of a symbolic dim, NAME=VALUE (repeatable); `?=VALUE` sizes every unnamed dim;
-    /// `INPUT[AXIS]=VALUE` sizes one axis of one input (before the others). Unset dims are 8
-    /// (`bench` prints the input shapes it timed).
+    /// `INPUT[AXIS]=VALUE` sizes one axis of one input (before the others). Unset dims are 8,
+    /// or the sum the model computes them as (a decode step's total = past + seq); `bench`
+    /// prints the input shapes it timed.
     #[arg(long = "dim", value_name = "NAME=VALUE")]
     dims: Vec<String>,
     /// An input's values, NAME=FILE.npy (repeatable); inputs not given get seeded random values.

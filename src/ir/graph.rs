@@ -177,6 +177,20 @@ impl Graph {
         self.outputs.contains(&id)
     }
 
+    /// The graph output that states `id`'s shape: `id` itself, or a graph output that is a Cast
+    /// of it (onnxruntime's float16 converter with keep_io_types casts each output back to
+    /// float32; a Cast keeps the shape).
+    pub fn stated_as_output(&self, id: ValueId) -> Option<ValueId> {
+        if self.is_graph_output(id) {
+            return Some(id);
+        }
+        self.consumers(id).iter().find_map(|&c| {
+            let n = self.node(c);
+            let out = n.output(0)?;
+            (n.is("Cast") && self.is_graph_output(out)).then_some(out)
+        })
+    }
+
     // ----- initializers -----
 
     pub fn initializers(&self) -> impl Iterator<Item = (ValueId, &TensorProto)> {

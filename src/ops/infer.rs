@@ -78,11 +78,17 @@ pub fn infer_node(g: &Graph, node: &Node, opset: i64) -> Vec<TensorType> {
 /// symbols that tools name afresh on declared intermediate shapes (onnxruntime's `unk__N`, an
 /// exporter's `s0`) with what inference proves them to be (see `unify_fresh_dims`).
 pub fn infer_types(model: &mut Model) {
-    let proved = fill_types(model);
-    if !proved.is_empty() && unify_fresh_dims(model, proved) {
+    let mut proved = fill_types(model);
+    // A renaming can make the next proof (`unk__3` is proved `seq` only where an operand's
+    // `unk__5` became `seq`), so unify until nothing more is renamed; each round renames at
+    // least one symbol for good, and a few rounds settle the chains exporters leave.
+    for _ in 0..8 {
+        if proved.is_empty() || !unify_fresh_dims(model, proved) {
+            break;
+        }
         // Shapes inferred from the old names may now be decided: infer those again.
         clear_undecided(model);
-        fill_types(model);
+        proved = fill_types(model);
     }
 }
 

@@ -420,8 +420,12 @@ fn cache_lengths(
     let g = &model.graph;
     let p = dims(model, past)?.get(2)?.clone();
     let n = dims(model, new)?.get(axis)?.clone();
-    let total = match dims(model, present).as_deref() {
-        Some([_, _, Dim::Sym(t), _]) if g.is_graph_output(present) => Some(t.clone()),
+    let total = match g
+        .stated_as_output(present)
+        .and_then(|o| dims(model, o))
+        .as_deref()
+    {
+        Some([_, _, Dim::Sym(t), _]) => Some(t.clone()),
         _ => None,
     };
     Some((p, n, total))

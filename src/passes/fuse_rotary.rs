@@ -1,5 +1,6 @@
 //! Rotary position embedding in the rotate-half form (Llama, Qwen, Mistral, GPT-NeoX exports,
 //! legacy and dynamo; float32 and float16) → com.microsoft.RotaryEmbedding, for q and k alike.
+//! The interleaved form (GPT-J) is the same rule's other match: `fuse_rotary_interleaved`.
 //!
 //! ```text
 //!   before                                                      after
@@ -64,6 +65,10 @@ impl Rule for FuseRotary {
         let g = &model.graph;
         let neg = g.node(id);
         // Only Neg(Slice(x)) read by a Concat starts the pattern.
+        // The interleaved form ("rotate every two") has its own file.
+        if super::fuse_rotary_interleaved::is_interleaved(model, id) {
+            return Proposal::from(super::fuse_rotary_interleaved::fuse(model, id).map(Some));
+        }
         let Some(x2) = neg.input(0) else {
             return Proposal::NoMatch;
         };
@@ -282,7 +287,7 @@ fn through_casts(g: &Graph, mut v: ValueId) -> ValueId {
 
 /// The constant called `name` when the graph has it with these contents (an earlier site made
 /// it), else a new initializer of that name.
-fn shared_constant(model: &Model, patch: &mut Patch, name: &str, t: Tensor) -> ValueRef {
+pub(super) fn shared_constant(model: &Model, patch: &mut Patch, name: &str, t: Tensor) -> ValueRef {
     let g = &model.graph;
     if let Some(v) = g.find(name) {
         if constant_value(model, v).is_some_and(|c| *c == t) {

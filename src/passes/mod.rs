@@ -25,6 +25,7 @@ pub mod fuse_pad_conv;
 pub mod fuse_quick_gelu;
 pub mod fuse_rms_norm;
 pub mod fuse_rotary;
+mod fuse_rotary_interleaved;
 pub mod fuse_skip_layer_norm;
 pub mod gemm_to_matmul;
 pub mod identity;

@@ -60,7 +60,8 @@ pub fn concrete_shape(input: &str, shape: &[Dim], dims: &HashMap<String, usize>)
 /// `dims` plus the sizes a model states as sums: a graph output declared with symbolic dim `T`
 /// on an axis along which the graph computes it as a Concat (a decode step's
 /// `present_key = Concat(past_key, new keys)`, declared `[batch, heads, total, head]`), or as
-/// MultiHeadAttention's present_key/present_value (the fused step), makes `T` the sum of the
+/// MultiHeadAttention's present_key/present_value (the fused step), either maybe through a Cast
+/// (a float16 model with float32 outputs), makes `T` the sum of the
 /// parts' sizes, so that the inputs sized by `T` (the step's attention_mask
 /// `[batch, total]`) agree with it. A size given in `dims` is kept; parts of unknown size, or
 /// outputs that disagree, state nothing.
@@ -74,7 +75,18 @@ pub fn with_stated_sums(model: &Model, dims: &HashMap<String, usize>) -> HashMap
     };
     let mut stated: HashMap<String, Option<usize>> = HashMap::new();
     for &o in &g.outputs {
-        let Some(id) = g.producer(o) else { continue };
+        // `v`: o, or what o is a Cast of (the float16 converter's keep_io_types casts each
+        // output back to float32); its producer computes the sum.
+        let Some(mut id) = g.producer(o) else {
+            continue;
+        };
+        let mut v = o;
+        if g.node(id).is("Cast") {
+            let Some((x, p)) = g.node(id).input(0).and_then(|x| Some((x, g.producer(x)?))) else {
+                continue;
+            };
+            (v, id) = (x, p);
+        }
         let node = g.node(id);
         let Some(shape) = g.value(o).ty.shape.as_ref() else {
             continue;
@@ -91,7 +103,7 @@ pub fn with_stated_sums(model: &Model, dims: &HashMap<String, usize>) -> HashMap
         {
             // present_key/present_value (outputs 1, 2): the cache (inputs 6, 7) then the new
             // keys/values (inputs 1, 2: 3-D, their axis 1).
-            let Some(k) = (1..3).find(|&k| node.output(k) == Some(o)) else {
+            let Some(k) = (1..3).find(|&k| node.output(k) == Some(v)) else {
                 continue;
             };
             let new = node.input(k);

@@ -33,6 +33,10 @@ pub struct ModelSummary {
     pub opsets: BTreeMap<String, i64>,
     pub inputs: Vec<PortView>,
     pub outputs: Vec<PortView>,
+    /// Symbolic dims the model computes as sums of others (a decode step's `total` = past +
+    /// seq, its present outputs' length): unless given, inputs get them from those sums, so a
+    /// form asking for sizes should leave them out.
+    pub summed_dims: Vec<String>,
 }
 
 #[wasm_bindgen(js_class = Model)]
@@ -101,6 +105,12 @@ impl WasmModel {
                 .collect(),
             inputs: ports(NodeKind::Input),
             outputs: ports(NodeKind::Output),
+            summed_dims: {
+                let sums = crate::runtime::inputs::with_stated_sums(&self.model, &HashMap::new());
+                let mut names: Vec<String> = sums.into_keys().collect();
+                names.sort();
+                names
+            },
         })
     }
 

@@ -87,6 +87,8 @@ pub const ZOO: &[ZooModel] = &[
     zoo_model!("zoo/llama_gqa_tiny_int4_qdq", 2, 7, 1e-5),
     zoo_model!("zoo/qwen2_tiny", 1, 70, DEFAULT_TOLERANCE),
     zoo_model!("zoo/phi_tiny", 2, 8, DEFAULT_TOLERANCE),
+    // GPT-J: the interleaved rotary on the [batch, seq, heads·head] view, partial (8 of 16).
+    zoo_model!("zoo/gptj_tiny", 2, 8, DEFAULT_TOLERANCE),
     // transformers' default attention: the original's IsNaN guard, the fused graph's
     // zero_masked_rows chain after MultiHeadAttention.
     zoo_model!("zoo/gpt2_tiny_sdpa", 2, 8, DEFAULT_TOLERANCE),

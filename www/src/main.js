@@ -87,10 +87,13 @@ async function loadFiles(files, t0) {
   await optimize(t0);
 }
 
+/** The inputs' symbolic dims, less those the model computes as sums of others (a decode
+ * step's total = past + seq): the inputs get those from the sum. */
 function symbolicDims(summary) {
   const names = new Set();
   for (const p of summary.inputs)
     for (const d of p.shape ?? []) if (!/^\d+$/.test(d) && d !== "?") names.add(d);
+  for (const d of summary.summed_dims ?? []) names.delete(d);
   return [...names];
 }
 
@@ -109,6 +112,13 @@ function showDims(summary) {
     i.dataset.dim = name;
     l.append(i);
     box.append(l);
+  }
+  const summed = summary.summed_dims ?? [];
+  if (summed.length) {
+    const note = document.createElement("span");
+    note.className = "summed";
+    note.textContent = `(${summed.join(", ")}: the sum the model computes)`;
+    box.append(note);
   }
   $("dims-label").hidden = names.length === 0;
   $("dims").hidden = false;
