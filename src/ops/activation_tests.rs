@@ -285,3 +285,26 @@ fn parse_picks_the_attribute_form_by_opset() {
     assert!(crate::ops::resolve(&node("PRelu", vec![]), 6).is_err());
     assert!(crate::ops::resolve(&node("Swish", vec![]), 23).is_err());
 }
+
+#[test]
+fn map_elems_reads_an_input_in_another_layout_in_logical_order() {
+    // An owned array with reversed axes keeps its strides (not standard layout): the map copies
+    // it to standard layout first, so element (i, j) of the result is f of element (i, j).
+    let a = ndarray::Array2::from_shape_vec((2, 3), vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+        .unwrap()
+        .into_dyn();
+    let mut t = a.reversed_axes();
+    assert!(!t.is_standard_layout());
+    let y = map_elems(&t, |v| v * 10.0);
+    assert_eq!(y.shape(), [3, 2]);
+    assert_eq!(
+        y.iter().copied().collect::<Vec<_>>(),
+        [10.0, 40.0, 20.0, 50.0, 30.0, 60.0]
+    );
+    map_elems_in_place(&mut t, |v| v + 1.0);
+    assert_eq!(t.shape(), [3, 2]);
+    assert_eq!(
+        t.iter().copied().collect::<Vec<_>>(),
+        [2.0, 5.0, 3.0, 6.0, 4.0, 7.0]
+    );
+}

@@ -126,19 +126,6 @@ test("dims: a cleared or zero size is a message; a sequence past GPT-2's 128 pos
   assert.equal(await page.textContent("#parity"), "outputs match");
 });
 
-test("a decode step: the form leaves out the total the model computes (past + seq), so parity runs at consistent sizes", async () => {
-  const model = join(root, "tests/models/zoo/gpt2_tiny_decode.onnx");
-  await dropFiles(page, [{ name: "gpt2_tiny_decode.onnx", path: model }]);
-  const text = await statusAfter(page, "^gpt2_tiny_decode.*graphs shown");
-  const fields = await page.evaluate(() => [...document.querySelectorAll("#dim-fields input")].map((i) => i.dataset.dim));
-  assert.deepEqual(fields.sort(), ["batch", "past", "seq"]);
-  assert.match(await page.textContent("#dim-fields"), /total: the sum the model computes/);
-  assert.match(text, /parity checked/, text);
-  assert.equal(await page.textContent("#parity"), "outputs match");
-  assert.deepEqual(await fusions(), cliReport(model, { batch: 1, seq: 8, past: 8 }).fusions);
-  assert.ok((await fusions()).MultiHeadAttention > 0, "the cached attention fuses in the page");
-});
-
 test("float attributes print short: the fused Attention's mask_filter_value", async () => {
   await page.locator('#graph-after .node.fused:has(text:text-is("Attention"))').first().dispatchEvent("click");
   const rows = await page.evaluate(() => {
@@ -292,3 +279,16 @@ function inView(side, name) {
     return n.x >= vb.x && n.x <= vb.x + vb.w && n.y >= vb.y && n.y <= vb.y + vb.h;
   }, [side, name]);
 }
+
+test("a decode step: the form leaves out the total the model computes (past + seq), so parity runs at consistent sizes", async () => {
+  const model = join(root, "tests/models/zoo/gpt2_tiny_decode.onnx");
+  await dropFiles(page, [{ name: "gpt2_tiny_decode.onnx", path: model }]);
+  const text = await statusAfter(page, "^gpt2_tiny_decode.*graphs shown");
+  const fields = await page.evaluate(() => [...document.querySelectorAll("#dim-fields input")].map((i) => i.dataset.dim));
+  assert.deepEqual(fields.sort(), ["batch", "past", "seq"]);
+  assert.match(await page.textContent("#dim-fields"), /total: the sum the model computes/);
+  assert.match(text, /parity checked/, text);
+  assert.equal(await page.textContent("#parity"), "outputs match");
+  assert.deepEqual(await fusions(), cliReport(model, { batch: 1, seq: 8, past: 8 }).fusions);
+  assert.ok((await fusions()).MultiHeadAttention > 0, "the cached attention fuses in the page");
+});
