@@ -34,6 +34,10 @@ Files (tests/models/zoo/):
                              float Cast of the export now casts float16 to float16, so the
                              rotary tables (Cos/Sin) and the RMSNorms compute in float16
   qwen3_tiny_fp16.onnx       qwen3_tiny.onnx through the same float16 conversion
+  gpt2_tiny_decode_fp16.onnx, llama_gqa_tiny_decode_fp16.onnx
+                             the decode steps below through the same float16 conversion (the
+                             cache in and out stays float32: present = Cast(Concat(Cast(past),
+                             new))), nodes sorted topologically after it
   qwen3_tiny.onnx            Qwen3ForCausalLM, transformers' default (sdpa) attention, GQA 4/2,
                              head_dim 16: the per-head q_norm / k_norm RMSNorm before the head
                              Transpose

@@ -131,32 +131,33 @@ fn rotary_attrs(m: &Model) -> Vec<(Option<i64>, Option<i64>, Option<i64>)> {
         .collect()
 }
 
-#[test]
-fn q_and_k_rotate_every_two_in_one_op_each() {
-    let m = gptj_model(GPTJ);
+/// `spec` fuses with nothing refused into: one Reshape per cache (of the [1, seq, R/2] tables,
+/// shared by q and k: the repeat_interleave chains go), the two Reshapes around each op (to
+/// [batch, seq, N·head] and back) and the two ops, with `rotary_embedding_dim` = `rot_dim`;
+/// parity with the unfused graph.
+fn assert_fuses(spec: Spec, rot_dim: Option<i64>) {
+    let m = gptj_model(spec);
     let (opt, trace) = fuse(&m, RULES);
     assert!(trace.rejected.is_empty(), "{:?}", trace.rejected);
-    // What stays: one Reshape per cache (of the [1, seq, R/2] tables, shared by q and k: the
-    // repeat_interleave chains go) and the two Reshapes around each op (to [batch, seq, N·R]
-    // and back).
     assert_eq!(ops(&opt), counts(&[("Reshape", 6), ("RotaryEmbedding", 2)]));
-    assert_eq!(rotary_attrs(&opt), vec![(Some(1), Some(N), None); 2]);
+    assert_eq!(rotary_attrs(&opt), vec![(Some(1), Some(N), rot_dim); 2]);
     assert_parity_within(&m, &opt, 1e-6);
+}
+
+#[test]
+fn q_and_k_rotate_every_two_in_one_op_each() {
+    assert_fuses(GPTJ, None);
 }
 
 #[test]
 fn partial_rotary_takes_the_whole_head() {
     // GPT-J rotates k[..., :R] and joins k[..., R:] back: the op takes k with
     // rotary_embedding_dim R, and the Slices and the Concat go.
-    let m = gptj_model(Spec {
+    let partial = Spec {
         partial: true,
         ..GPTJ
-    });
-    let (opt, trace) = fuse(&m, RULES);
-    assert!(trace.rejected.is_empty(), "{:?}", trace.rejected);
-    assert_eq!(ops(&opt), counts(&[("Reshape", 6), ("RotaryEmbedding", 2)]));
-    assert_eq!(rotary_attrs(&opt), vec![(Some(1), Some(N), Some(R)); 2]);
-    assert_parity_within(&m, &opt, 1e-6);
+    };
+    assert_fuses(partial, Some(R));
 }
 
 #[test]

@@ -143,43 +143,23 @@ fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {
         return Err(format!("'{}' is read elsewhere", g.name(x1)));
     }
 
-    // rot · sin4 + x · cos4.
     let rot = cat.output(0).ok_or("Concat has no output")?;
-    let (sin_mul_id, sin_mul) = sole_consumer_op(g, rot, "Mul", "rotate_half(x)")?;
-    let sin4 = other_input(sin_mul, rot).ok_or("Mul is not binary")?;
-    let b = sin_mul.output(0).ok_or("Mul has no output")?;
-    let (add_id, add) = sole_consumer_op(g, b, "Add", "rotate_half(x)·sin")?;
-    let a = other_input(add, b).ok_or("Add is not binary")?;
-    let (cos_mul_id, cos_mul) = produced_by(g, a, "Mul").ok_or("the other addend is not a Mul")?;
-    let cos4 = other_input(cos_mul, x).ok_or("the other addend is not x times a table")?;
-    if sole_consumer(g, a)? != add_id {
-        return Err(format!("'{}' is read elsewhere", g.name(a)));
-    }
-    let cos_c = table(model, cos4, "Cos", &shape[2], d)?;
-    let sin_c = table(model, sin4, "Sin", &shape[2], d)?;
-    let y = add.output(0).ok_or("Add has no output")?;
+    let sum = rotary_sum(g, x, rot, "rotate_half(x)")?;
+    let cos_c = table(model, sum.cos4, "Cos", &shape[2], d)?;
+    let sin_c = table(model, sum.sin4, "Sin", &shape[2], d)?;
+    let y = sum.y;
 
+    let mut remove = vec![s1, s2, neg_id, cat_id];
+    remove.extend(sum.nodes);
     let mut patch = Patch {
-        remove: vec![s1, s2, neg_id, cat_id, sin_mul_id, cos_mul_id, add_id],
+        remove,
         opsets: vec![(MS_DOMAIN.to_string(), 1)],
         ..Default::default()
     };
-    let i64s =
-        |v: Vec<i64>| Tensor::I64(ndarray::ArrayD::from_shape_vec(vec![v.len()], v).unwrap());
-    let zero = shared_constant(model, &mut patch, "rotary_start", i64s(vec![0]));
-    let ends = shared_constant(
-        model,
-        &mut patch,
-        &format!("rotary_half_{h}"),
-        i64s(vec![h]),
-    );
-    let axes = shared_constant(model, &mut patch, "rotary_last_axis", i64s(vec![-1]));
-    let rows = shared_constant(
-        model,
-        &mut patch,
-        &format!("rotary_rows_{h}"),
-        i64s(vec![-1, h]),
-    );
+    let zero = shared_ints(model, &mut patch, "rotary_start", &[0]);
+    let ends = shared_ints(model, &mut patch, &format!("rotary_half_{h}"), &[h]);
+    let axes = shared_ints(model, &mut patch, "rotary_last_axis", &[-1]);
+    let rows = shared_ints(model, &mut patch, &format!("rotary_rows_{h}"), &[-1, h]);
     let mut caches = Vec::new();
     for (c, what) in [(cos_c, "cos"), (sin_c, "sin")] {
         let base = format!("{}_{what}_cache", g.name(c));
@@ -222,6 +202,42 @@ fn fuse(model: &Model, neg_id: NodeId, x: ValueId) -> Result<Patch, String> {
     fused.set_attr(crate::ir::attr::int("interleaved", 0));
     patch.add.push(fused);
     Ok(patch)
+}
+
+/// `y = x · cos4 + rot · sin4`, read from the rotated value `rot` (either operand order of the
+/// Muls and the Add): both forms of the rule end so.
+pub(super) struct RotarySum {
+    pub cos4: ValueId,
+    pub sin4: ValueId,
+    pub y: ValueId,
+    /// The two Muls and the Add.
+    pub nodes: [NodeId; 3],
+}
+
+/// The sum after `rot` (`what` names it in the reasons): rot's sole reader a Mul by sin4, that
+/// Mul's sole reader an Add whose other addend is x times cos4, read by nothing else.
+pub(super) fn rotary_sum(
+    g: &Graph,
+    x: ValueId,
+    rot: ValueId,
+    what: &str,
+) -> Result<RotarySum, String> {
+    let (sin_mul_id, sin_mul) = sole_consumer_op(g, rot, "Mul", what)?;
+    let sin4 = other_input(sin_mul, rot).ok_or("Mul is not binary")?;
+    let b = sin_mul.output(0).ok_or("Mul has no output")?;
+    let (add_id, add) = sole_consumer_op(g, b, "Add", &format!("{what}·sin"))?;
+    let a = other_input(add, b).ok_or("Add is not binary")?;
+    let (cos_mul_id, cos_mul) = produced_by(g, a, "Mul").ok_or("the other addend is not a Mul")?;
+    let cos4 = other_input(cos_mul, x).ok_or("the other addend is not x times a table")?;
+    if sole_consumer(g, a)? != add_id {
+        return Err(format!("'{}' is read elsewhere", g.name(a)));
+    }
+    Ok(RotarySum {
+        cos4,
+        sin4,
+        y: add.output(0).ok_or("Add has no output")?,
+        nodes: [sin_mul_id, cos_mul_id, add_id],
+    })
 }
 
 /// The rank-3 `[1, seq, d]` table C of `t4 = Unsqueeze(C, [1])` (or of a float Cast of that
@@ -285,9 +301,15 @@ fn through_casts(g: &Graph, mut v: ValueId) -> ValueId {
     v
 }
 
+/// `shared_constant` of the 1-D int64 `v`.
+pub(super) fn shared_ints(model: &Model, patch: &mut Patch, name: &str, v: &[i64]) -> ValueRef {
+    let t = Tensor::I64(ndarray::ArrayD::from_shape_vec(vec![v.len()], v.to_vec()).expect("1-D"));
+    shared_constant(model, patch, name, t)
+}
+
 /// The constant called `name` when the graph has it with these contents (an earlier site made
 /// it), else a new initializer of that name.
-pub(super) fn shared_constant(model: &Model, patch: &mut Patch, name: &str, t: Tensor) -> ValueRef {
+fn shared_constant(model: &Model, patch: &mut Patch, name: &str, t: Tensor) -> ValueRef {
     let g = &model.graph;
     if let Some(v) = g.find(name) {
         if constant_value(model, v).is_some_and(|c| *c == t) {

@@ -34,13 +34,12 @@ use crate::ir::attr;
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
 use crate::ir::{Model, NodeId, ValueId};
-use crate::passes::fuse_rotary::shared_constant;
+use crate::passes::fuse_rotary::{rotary_sum, shared_ints};
 use crate::passes::matchers::{
-    concat_axis, constant_value, fresh_node_name, other_input, produced_by, require_f32_or_f16,
-    slice_params, sole_consumer, sole_consumer_op,
+    concat_axis, constant_value, fresh_node_name, produced_by, require_f32_or_f16, slice_params,
+    sole_consumer, sole_consumer_op,
 };
 use crate::passes::rewrite::{NewNode, Patch, ValueRef};
-use crate::tensor::Tensor;
 
 /// Whether the Neg at `neg_id` reads a step-2 Slice (this form, not rotate-half).
 pub(super) fn is_interleaved(model: &Model, neg_id: NodeId) -> bool {
@@ -123,23 +122,13 @@ pub(super) fn fuse(model: &Model, neg_id: NodeId) -> Result<Patch, String> {
     }
 
     // y = x · C4 + rx · S4.
-    let (sin_mul, sin_mul_n) = sole_consumer_op(g, rx, "Mul", "rotate_every_two(x)")?;
-    let sin4 = other_input(sin_mul_n, rx).ok_or("Mul is not binary")?;
-    let b = sin_mul_n.output(0).ok_or("Mul has no output")?;
-    let (add, add_n) = sole_consumer_op(g, b, "Add", "rotate_every_two(x)·sin")?;
-    let a = other_input(add_n, b).ok_or("Add is not binary")?;
-    let (cos_mul, cos_mul_n) = produced_by(g, a, "Mul").ok_or("the other addend is not a Mul")?;
-    let cos4 = other_input(cos_mul_n, x).ok_or("the other addend is not x times a table")?;
-    if sole_consumer(g, a)? != add {
-        return Err(format!("'{}' is read elsewhere", g.name(a)));
-    }
-    let cos = table(model, cos4, &shape[1], r, "cos")?;
-    let sin = table(model, sin4, &shape[1], r, "sin")?;
-    let y = add_n.output(0).ok_or("Add has no output")?;
+    let sum = rotary_sum(g, x, rx, "rotate_every_two(x)")?;
+    let cos = table(model, sum.cos4, &shape[1], r, "cos")?;
+    let sin = table(model, sum.sin4, &shape[1], r, "sin")?;
+    let y = sum.y;
 
-    let mut remove = vec![
-        s_odd, neg_id, u_neg, s_even, u_even, cat, flat, sin_mul, cos_mul, add,
-    ];
+    let mut remove = vec![s_odd, neg_id, u_neg, s_even, u_even, cat, flat];
+    remove.extend(sum.nodes);
     let (src, out, width) = match partial(model, x, y, r) {
         Some(p) => {
             remove.extend(p.remove);
@@ -153,21 +142,19 @@ pub(super) fn fuse(model: &Model, neg_id: NodeId) -> Result<Patch, String> {
         opsets: vec![(MS_DOMAIN.to_string(), 1)],
         ..Default::default()
     };
-    let i64s =
-        |v: Vec<i64>| Tensor::I64(ndarray::ArrayD::from_shape_vec(vec![v.len()], v).unwrap());
-    let zero = shared_constant(model, &mut patch, "rotary_start", i64s(vec![0]));
-    let rows = shared_constant(
+    let zero = shared_ints(model, &mut patch, "rotary_start", &[0]);
+    let rows = shared_ints(
         model,
         &mut patch,
         &format!("rotary_rows_{}", r / 2),
-        i64s(vec![-1, r / 2]),
+        &[-1, r / 2],
     );
-    let to_3d = shared_constant(model, &mut patch, "rotary_bsnh_3d", i64s(vec![0, 0, -1]));
-    let to_4d = shared_constant(
+    let to_3d = shared_ints(model, &mut patch, "rotary_bsnh_3d", &[0, 0, -1]);
+    let to_4d = shared_ints(
         model,
         &mut patch,
         &format!("rotary_bsnh_{heads}x{width}"),
-        i64s(vec![0, 0, heads, width]),
+        &[0, 0, heads, width],
     );
     let reshape = |patch: &mut Patch, name: &str, from: ValueRef, to: ValueRef, ty: TensorType| {
         let v = patch.new_value(&g.fresh_name(name), ty);
