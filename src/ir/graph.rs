@@ -185,10 +185,19 @@ impl Graph {
             return Some(id);
         }
         self.consumers(id).iter().find_map(|&c| {
-            let n = self.node(c);
-            let out = n.output(0)?;
-            (n.is("Cast") && self.is_graph_output(out)).then_some(out)
+            let out = self.node(c).output(0)?;
+            (self.is_graph_output(out) && self.stated_by_output(out) == id).then_some(out)
         })
+    }
+
+    /// The value whose shape the graph output `o` states: what `o` is a Cast of, or `o` itself
+    /// (the inverse of `stated_as_output`).
+    pub fn stated_by_output(&self, o: ValueId) -> ValueId {
+        let cast = self
+            .producer(o)
+            .map(|p| self.node(p))
+            .filter(|n| n.is("Cast"));
+        cast.and_then(|n| n.input(0)).unwrap_or(o)
     }
 
     // ----- initializers -----

@@ -64,11 +64,11 @@ impl Rule for FuseRotary {
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let neg = g.node(id);
-        // Only Neg(Slice(x)) read by a Concat starts the pattern.
         // The interleaved form ("rotate every two") has its own file.
         if super::fuse_rotary_interleaved::is_interleaved(model, id) {
             return Proposal::from(super::fuse_rotary_interleaved::fuse(model, id).map(Some));
         }
+        // Only Neg(Slice(x)) read by a Concat starts the rotate-half pattern.
         let Some(x2) = neg.input(0) else {
             return Proposal::NoMatch;
         };

@@ -77,16 +77,10 @@ pub fn with_stated_sums(model: &Model, dims: &HashMap<String, usize>) -> HashMap
     for &o in &g.outputs {
         // `v`: o, or what o is a Cast of (the float16 converter's keep_io_types casts each
         // output back to float32); its producer computes the sum.
-        let Some(mut id) = g.producer(o) else {
+        let v = g.stated_by_output(o);
+        let Some(id) = g.producer(v) else {
             continue;
         };
-        let mut v = o;
-        if g.node(id).is("Cast") {
-            let Some((x, p)) = g.node(id).input(0).and_then(|x| Some((x, g.producer(x)?))) else {
-                continue;
-            };
-            (v, id) = (x, p);
-        }
         let node = g.node(id);
         let Some(shape) = g.value(o).ty.shape.as_ref() else {
             continue;
