@@ -56,6 +56,11 @@ Files (tests/models/zoo/):
                              traced for one)
   llama_gqa_tiny_decode.onnx the sdpa Llama above (GQA 4/2) as the same decode step (past and
                              present [batch, 2, past/total, 16])
+  llama_gqa_tiny_decode1.onnx
+                             the same step exported with one new token: torch writes sdpa's
+                             grouped-query attention for that shape by grouping the query heads
+                             (Reshape [batch, 4, 2, 16] -> [batch, 2, 2, 16]) instead of
+                             repeating the cache, so the graph runs for seq = 1 only
   gptj_tiny.onnx             GPTJForCausalLM, sdpa, 2 layers, hidden 64, 4 heads of 16:
                              interleaved ("rotate every two") rotary on the first 8 channels of
                              each head (rotary_dim 8), sin/cos rows gathered from one table,
@@ -349,6 +354,8 @@ def decode_axes() -> dict:
 
 
 DECODE_SHAPES = [(2, 3), (1, 1), (3, 2)]
+# Traced with one new token: torch writes sdpa's grouped-query heads for that shape only.
+DECODE_ONE_SHAPES = [(2, 1), (1, 1), (3, 1)]
 
 
 def image_feeds(side: int) -> Callable[[int, int, int], dict[str, np.ndarray]]:
@@ -483,6 +490,8 @@ EXPORTS = {
                          decode_axes(), DECODE_SHAPES, export_legacy),
     "llama_gqa_tiny_decode": (build_llama_decode, decode_feeds(2, 16), decode_outputs(),
                               decode_axes(), DECODE_SHAPES, export_legacy),
+    "llama_gqa_tiny_decode1": (build_llama_decode, decode_feeds(2, 16), decode_outputs(),
+                               decode_axes(), DECODE_ONE_SHAPES, export_legacy),
     "t5_encoder_tiny": (build_t5_encoder, text_feeds, ["last_hidden_state"],
                         lm_axes("last_hidden_state"), TEXT_SHAPES, export_legacy),
     "distilbert_tiny": (build_distilbert, text_feeds, ["last_hidden_state"],

@@ -794,3 +794,60 @@ fn a_float16_decode_step_states_its_total_through_the_casts() {
     let inputs = random_inputs(&m, &Default::default(), &dims, 1, &limits).unwrap();
     assert_eq!(inputs["attention_mask"].shape(), [8, 7]);
 }
+
+/// The same Llama step exported with one new token: torch writes sdpa's grouped-query attention
+/// for that shape by grouping the query heads (`[B, 4, 1, 16]` → `[B, 2, 2, 16]`) instead of
+/// repeating the cache, so the graph runs for seq = 1 only. `grouped_query_heads` makes it the
+/// repeated form, which fuses as the step above (the mask as attention_bias). Parity at one new
+/// token with left padding and a fully masked row; and the fused step also runs several new
+/// tokens, where it matches the step exported with three (the same weights), which the original
+/// cannot run.
+#[test]
+fn a_grouped_query_step_traced_at_one_token_fuses_like_the_repeated_one() {
+    let m = zoo("llama_gqa_tiny_decode1.onnx");
+    let (opt, n, why) = fuse_all(&m, "MultiHeadAttention");
+    assert_eq!(n, 2, "{why:?}");
+    let (three, n3, _) = fuse_all(&zoo("llama_gqa_tiny_decode.onnx"), "MultiHeadAttention");
+    assert_eq!(n3, 2);
+    let fused = |m: &Model| {
+        let keep = ["MultiHeadAttention", "RotaryEmbedding", "Expand", "MatMul"];
+        let mut v: Vec<_> = ops(m)
+            .into_iter()
+            .filter(|(o, _)| keep.contains(&o.as_str()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(fused(&opt), fused(&three));
+    let g = &opt.graph;
+    for id in g.node_ids() {
+        let node = g.node(id);
+        if node.op_type == "MultiHeadAttention" {
+            assert_eq!(
+                node.inputs.len(),
+                6,
+                "query, key, value, -, -, attention_bias"
+            );
+            assert!(node.inputs[4].is_none() && node.inputs[5].is_some());
+        }
+    }
+    let cases = [
+        ((2, 1, 5), vec![1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1]),
+        ((1, 1, 7), vec![0, 0, 0, 1, 1, 1, 1, 1]),
+        ((2, 1, 3), vec![1, 1, 1, 1, 0, 0, 0, 0]),
+    ];
+    assert_decode_parity(&m, &opt, &cases, 1e-5);
+
+    let limits = fuselab::Limits::default();
+    let mask = vec![0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1];
+    let inputs = decode_inputs(&m, (2, 3, 5), &mask);
+    let run = |m: &Model| fuselab::runtime::reference::Executor::new(m, &limits)?.run(&inputs);
+    let e = run(&m).expect_err("the original groups one token only");
+    assert!(e.to_string().contains("cannot reshape"), "{e}");
+    let (a, b) = (
+        run(&opt).unwrap(),
+        run(&zoo("llama_gqa_tiny_decode.onnx")).unwrap(),
+    );
+    let d = fuselab::runtime::parity::compare(&a, &b, 0.0).max_abs_diff;
+    assert!(d <= 1e-5, "{d}");
+}

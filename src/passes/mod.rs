@@ -28,6 +28,7 @@ pub mod fuse_rotary;
 mod fuse_rotary_interleaved;
 pub mod fuse_skip_layer_norm;
 pub mod gemm_to_matmul;
+pub mod grouped_query;
 pub mod identity;
 pub mod matchers;
 pub mod mha_mask;
@@ -58,6 +59,7 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &fold_shapes::ReshapeTarget,
     &fold_shapes::ReshapeNoop,
     &cse::CommonSubexpressions,
+    &grouped_query::GroupedQueryHeads,
     &gemm_to_matmul::GemmToMatMul,
     &fuse_add_eyelike::FuseAddEyeLike,
     &fuse_matmul_nbits::FuseMatMulNBits,
