@@ -14,6 +14,7 @@ use crate::runtime::inputs::{random_inputs, DEFAULT_DIM};
 use crate::runtime::parity::{compare, model_tolerance, node_diffs, Keep, ParityReport, Partial};
 use crate::runtime::partial::{restrict, Runnable};
 use crate::runtime::reference::Executor;
+use crate::tensor::Tensor;
 use crate::view::Provenance;
 use crate::{Error, Result};
 
@@ -233,8 +234,8 @@ fn check_parity(
             }
         };
     let (mut keep_a, mut keep_b) = (Keep::new(&in_a), Keep::new(&in_b));
-    let (sizes, mut a) =
-        ValueBytes::of_run(&ex_a, model_a, &inputs, Some(&mut keep_a)).map_err(no_parity)?;
+    let (sizes, mut a) = ValueBytes::of_run(&ex_a, model_a, &inputs, Some(&mut keep_a))
+        .map_err(|e| no_parity_at(e, original, &inputs))?;
     let mut b = ex_b
         .run_observed(&inputs, &mut keep_b)
         .map_err(optimized_failed)?;
@@ -293,6 +294,34 @@ fn partial_targets(
 fn no_parity(e: Error) -> Error {
     Error::Other(format!(
         "parity check: original model: {e} (use --no-parity to skip the check)"
+    ))
+}
+
+/// The original model failed on the parity inputs: which sizes they had, since an export traced
+/// at one size (a decode step grouped for one new token) may run at that size only.
+fn no_parity_at(e: Error, original: &Model, inputs: &HashMap<String, Tensor>) -> Error {
+    let g = &original.graph;
+    let mut sizes: Vec<String> = Vec::new();
+    for &v in &g.inputs {
+        let (Some(dims), Some(t)) = (g.value(v).ty.shape.as_deref(), inputs.get(g.name(v))) else {
+            continue;
+        };
+        for (d, n) in dims.iter().zip(t.shape()) {
+            if let crate::ir::types::Dim::Sym(s) = d {
+                let size = format!("{s}={n}");
+                if !sizes.contains(&size) {
+                    sizes.push(size);
+                }
+            }
+        }
+    }
+    if sizes.is_empty() {
+        return no_parity(e);
+    }
+    Error::Other(format!(
+        "parity check: original model at {}: {e} (size the inputs with --dim NAME=N, or use \
+         --no-parity to skip the check)",
+        sizes.join(", ")
     ))
 }
 

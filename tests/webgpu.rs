@@ -1319,15 +1319,25 @@ fn zoo_inputs(m: &Model, batch: usize, seq: usize) -> HashMap<String, Tensor> {
 /// Decode steps: GPT-2's fused MultiHeadAttention reads the cache and writes
 /// present_key/present_value (two cache appends and the attention core, causal after the
 /// cache); the grouped-query Llama's reads its repeated cache heads-first with the mask as
-/// attention_bias. Unfused and fused runs match the reference backend, present outputs too
+/// attention_bias (also when exported with one new token, its query heads grouped: it runs at
+/// seq 1 only). Unfused and fused runs match the reference backend, present outputs too
 /// (`total` follows from past + seq), an empty cache included.
 fn decode_step_attention_matches_the_reference(gpu: &Gpu) {
-    for stem in ["gpt2_tiny_decode", "llama_gqa_tiny_decode"] {
+    for (stem, one_token) in [
+        ("gpt2_tiny_decode", false),
+        ("llama_gqa_tiny_decode", false),
+        ("llama_gqa_tiny_decode1", true),
+    ] {
         let path = common::repo().join(format!("tests/models/zoo/{stem}.onnx"));
         let m = fuselab::io::load_file(&path, &Limits::default()).unwrap();
-        let (fused, rep) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
+        let mut opts = fuselab::pipeline::OptimizeOptions::default();
+        if one_token {
+            opts.dims.insert("seq".to_string(), 1);
+        }
+        let (fused, rep) = fuselab::pipeline::optimize(&m, &opts, &|| 0.0).unwrap();
         assert_eq!(rep.fusions.get("MultiHeadAttention"), Some(&2), "{stem}");
         for (b, s, p) in [(2, 3, 5), (1, 1, 12), (2, 2, 0)] {
+            let s = if one_token { 1 } else { s };
             let dims = HashMap::from([
                 ("batch".to_string(), b),
                 ("seq".to_string(), s),

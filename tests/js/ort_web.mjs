@@ -163,13 +163,14 @@ export const MODELS = [
 
 /** Copies `file` to `dir` and writes fuselab's optimized model for `target` beside it (the CLI's
  * `optimize --target`). Returns the two file names and the optimize report. */
-export function prepare(cli, file, dir, target = "ort-webgpu") {
+export function prepare(cli, file, dir, target = "ort-webgpu", dims = {}) {
   const base = basename(file, ".onnx");
   const original = `${base}.onnx`;
   const optimized = `${base}.${target}.onnx`;
   copyFileSync(join(root, file), join(dir, original));
   const report = join(dir, `${base}.${target}.json`);
-  execFileSync(cli, ["optimize", join(dir, original), "-o", join(dir, optimized), "--target", target, "--report", report], { stdio: "pipe" });
+  const sizes = Object.entries(dims).flatMap(([k, v]) => ["--dim", `${k}=${v}`]);
+  execFileSync(cli, ["optimize", join(dir, original), "-o", join(dir, optimized), "--target", target, "--report", report, ...sizes], { stdio: "pipe" });
   return { original, optimized, report: JSON.parse(readFileSync(report, "utf8")) };
 }
 

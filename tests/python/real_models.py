@@ -272,6 +272,10 @@ SPECS: dict[str, Spec] = {
         f"{ZOO_ID}/{m}.onnx": Spec(dims={"batch": 2, "seq": 3, "past": 5, "total": 8}, vocab=1000)
         for m in ["gpt2_tiny_decode", "llama_gqa_tiny_decode"]
     },
+    # Exported with one new token (the query heads grouped for it): it runs at seq 1 only.
+    f"{ZOO_ID}/llama_gqa_tiny_decode1.onnx": Spec(
+        dims={"batch": 2, "seq": 1, "past": 5, "total": 6}, vocab=1000,
+    ),
     f"{ZOO_ID}/llama_gqa_tiny_int4_qdq.onnx": Spec(
         dims=TEXT_DIMS, vocab=1000, ort_level="basic",
         why="at ORT_ENABLE_ALL onnxruntime fuses each DequantizeLinear -> MatMul into its own "
