@@ -112,6 +112,29 @@ fn expand_bidirectional() {
     assert_eq!(y.shape(), &[0, 3]);
 }
 
+/// The run-copying path (float32, trailing runs of ≥ 16 elements) gives what broadcasting element
+/// by element gives: a KV cache repeated for grouped heads, broadcast leading and middle dims,
+/// several broadcast dims, an empty output.
+#[test]
+fn expand_by_runs_matches_elementwise_broadcast() {
+    let n = node("Expand", vec![]);
+    let cases: [(&[usize], &[i64]); 5] = [
+        (&[2, 3, 1, 5, 4], &[1, 1, 4, 1, 1]),
+        (&[4, 16], &[3, 1, 1]),
+        (&[1, 2, 1, 32], &[2, 2, 3, 32]),
+        (&[3, 1, 1, 4, 5], &[3, 2, 2, 4, 5]),
+        (&[0, 1, 16], &[0, 2, 16]),
+    ];
+    for (shape, target) in cases {
+        let x = iota(shape);
+        let y = run_first(expand, &n, 13, &[&x, &Tensor::from_i64s(target)]).unwrap();
+        let Tensor::F32(a) = &x else { unreachable!() };
+        let out: Vec<usize> = y.shape().to_vec();
+        let want = a.broadcast(IxDyn(&out)).unwrap().to_owned();
+        assert_eq!(y, Tensor::F32(want), "{shape:?} to {target:?}");
+    }
+}
+
 #[test]
 fn expand_errors() {
     let x = f32s(&[3], &[1., 2., 3.]);
