@@ -50,9 +50,10 @@
 //! (`op_filter`: a fully masked row is uniform in the op as in the pattern), or -inf behind
 //! sdpa's `Where(IsNaN(P), 0, P)` guard (the filter is then the lowest float32, which weights
 //! masked keys 0 as -inf does wherever a row has a visible key, and the rows without one, which
-//! the guard zeroes, are zeroed after the op); float16 scores take only a proved mask, never an
-//! attention_bias (in float16 a row whose keys are all masked rounds to one value, which the op's
-//! float32 sum does not).
+//! the guard zeroes, are zeroed after the op); float16 scores take only a proved mask (in float16
+//! a row whose keys are all masked by a finite F rounds to one value, which the op's float32 sum
+//! of a bias does not), as attention_bias only beside a repeated cache with -inf behind the NaN
+//! guard (masked keys weigh 0 in both, and the guard's rows are zeroed after the op).
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::types::{Dim, TensorType};
@@ -344,10 +345,15 @@ fn fuse(model: &Model, sm_id: NodeId, scores: Scores) -> Result<Patch, String> {
             if hidden {
                 // The op gets no past here, so its causal mask would start at key 0: the mask,
                 // proved to be [B or 1, 1 or N, S, P + S], is added as the attention_bias it is.
-                if dt != DType::F32 || !proved.bias_shape {
+                // In float16 a finite filter rounds a fully masked row to a uniform one, which
+                // the op's float32 sum does not; -inf behind sdpa's NaN guard masks the same
+                // keys in both (and the rows it zeroes are zeroed after the op).
+                let exact = dt == DType::F32 || (nan_guard && proved.filter == f64::NEG_INFINITY);
+                if !exact || !proved.bias_shape {
                     return Err(format!(
                         "the keys hold a cache repeated for {heads} heads: only a float32 mask \
-                         of the scores' query and key lengths can go in, as attention_bias"
+                         (or -inf behind the NaN guard) of the scores' query and key lengths can \
+                         go in, as attention_bias"
                     ));
                 }
             } else {

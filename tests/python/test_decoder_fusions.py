@@ -155,12 +155,14 @@ def test_float16_decoders_fuse_rotary_and_run_in_onnxruntime(fuselab, tmp_path, 
 # proved [B, 1, S, past + S], goes in as attention_bias. onnxruntime runs each saved step against
 # the original: left padding, one new token and several, an empty cache (stem: cached key/value
 # heads, whether the op writes the present outputs, max |diff|). The float16 GPT-2 step
-# (onnxruntime's converter, keep_io_types) writes them through the Casts back to float32. The
+# (onnxruntime's converter, keep_io_types) writes them through the Casts back to float32; the
+# float16 Llama's -inf mask behind the NaN guard goes in as a float16 attention_bias. The
 # Llama step exported with one new token groups the query heads instead of repeating the cache
 # (torch's sdpa with enable_gqa); `grouped_query_heads` makes it the repeated form. It runs at one
 # new token only (its parity run is sized so).
 DECODE_STEPS = {"gpt2_tiny_decode": (4, True, 1e-4), "llama_gqa_tiny_decode": (2, False, 1e-4),
                 "gpt2_tiny_decode_fp16": (4, True, 2e-3),
+                "llama_gqa_tiny_decode_fp16": (2, False, 2e-3),
                 "llama_gqa_tiny_decode1": (2, False, 1e-4)}
 ONE_TOKEN = {"llama_gqa_tiny_decode1"}
 
