@@ -364,3 +364,9 @@ pub mod test_util {
         }
     }
 }
+
+/// Sorts indices stably by `cmp`: not generic, so every kernel that orders rows (Unique's groups,
+/// NonMaxSuppression's scores) shares one copy of the sort in the wasm.
+pub fn sort_indices(order: &mut [usize], cmp: &dyn Fn(usize, usize) -> std::cmp::Ordering) {
+    order.sort_by(|&p, &q| cmp(p, q));
+}

@@ -1,7 +1,9 @@
 //! ai.onnx Concat (versions 1-; `axis` required from 4, negative from 11): inputs of one type and
 //! rank, dims equal except on `axis`, joined along it.
 
-use ndarray::{concatenate, ArrayD, ArrayViewD, Axis, IxDyn};
+use std::borrow::Cow;
+
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
 use super::common::{bits, check_out, input, norm_axis, type_mismatch};
 use super::infer::norm_axis as infer_axis;
@@ -129,10 +131,7 @@ pub fn concat(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
                     _ => None,
                 })
                 .collect();
-            Tensor::$v(match joined(&views, axis, &out_shape) {
-                Some(a) => a,
-                None => concatenate(Axis(axis), &views).map_err(|e| format!("{OP}: {e}"))?,
-            })
+            Tensor::$v(joined(&views, axis, &out_shape)?)
         }};
     }
     Ok(vec![match first {
@@ -155,15 +154,22 @@ pub fn concat(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     }])
 }
 
-/// Row-major inputs joined by block copies: for each index before `axis`, each input's run of
-/// `dim(axis) · inner` elements in turn (a KV cache's past and new rows). None where an input is
-/// not stored row-major (ndarray's `concatenate` then walks it).
-fn joined<T: Clone>(
+/// Inputs joined along `axis` by block copies: for each index before `axis`, each input's run of
+/// `dim(axis) · inner` elements in turn (a KV cache's past and new rows). An input not stored
+/// row-major is copied to row-major first. One routine for Concat and a Loop's stacked scan
+/// outputs (ndarray's `concatenate`/`stack` would be another copy per element type in the wasm).
+pub(crate) fn joined<T: Clone>(
     views: &[ArrayViewD<T>],
     axis: usize,
     out_shape: &[usize],
-) -> Option<ArrayD<T>> {
-    let slices: Vec<&[T]> = views.iter().map(|v| v.as_slice()).collect::<Option<_>>()?;
+) -> Result<ArrayD<T>, String> {
+    let slices: Vec<Cow<[T]>> = views
+        .iter()
+        .map(|v| match v.as_slice() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(v.iter().cloned().collect()),
+        })
+        .collect();
     let outer: usize = out_shape[..axis].iter().product();
     let inner: usize = out_shape[axis + 1..].iter().product();
     let runs: Vec<usize> = views.iter().map(|v| v.shape()[axis] * inner).collect();
@@ -173,5 +179,5 @@ fn joined<T: Clone>(
             out.extend_from_slice(&s[o * run..][..run]);
         }
     }
-    ArrayD::from_shape_vec(IxDyn(out_shape), out).ok()
+    ArrayD::from_shape_vec(IxDyn(out_shape), out).map_err(|e| format!("Concat: {e}"))
 }

@@ -164,7 +164,7 @@ fn nms(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             let s = &sv[(b * nc + c) * n..][..n];
             order.clear();
             order.extend((0..n).filter(|&i| score_threshold.is_none_or(|t| s[i] > t)));
-            order.sort_by(|&i, &j| s[j].total_cmp(&s[i]).then(i.cmp(&j)));
+            super::common::sort_indices(&mut order, &|i, j| s[j].total_cmp(&s[i]).then(i.cmp(&j)));
             kept.clear();
             for &i in &order {
                 if kept.len() >= max_out {

@@ -283,14 +283,23 @@ fn pad_array<T: Clone>(
         return ArrayD::from_shape_vec(IxDyn(out_dims), vec![]).map_err(|e| e.to_string());
     }
     let mut data: Vec<T> = a.iter().cloned().collect();
-    let mut order: Vec<&(usize, i64, i64)> = pads.iter().filter(|p| p.1 != 0 || p.2 != 0).collect();
-    order.sort_by_key(|p| p.1.saturating_add(p.2));
-    for &&(ax, b, e) in &order {
+    for (ax, b, e) in shrinking_first(pads) {
         let map = axis_map(mode, dims[ax], b, e)?;
         data = gather_axis(&data, &dims, ax, &map, &fill);
         dims[ax] = map.len();
     }
     ArrayD::from_shape_vec(IxDyn(&dims), data).map_err(|e| e.to_string())
+}
+
+/// The padded axes, the shrinking ones first (not generic: one sort for every element type).
+fn shrinking_first(pads: &[(usize, i64, i64)]) -> Vec<(usize, i64, i64)> {
+    let mut order: Vec<(usize, i64, i64)> = pads
+        .iter()
+        .copied()
+        .filter(|p| p.1 != 0 || p.2 != 0)
+        .collect();
+    order.sort_by_key(|p| p.1.saturating_add(p.2));
+    order
 }
 
 /// The fill value: the constant_value input (of the data's type, one element), or the `value`

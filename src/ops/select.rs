@@ -299,7 +299,7 @@ struct Groups {
 fn group(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering, sorted: bool) -> Groups {
     // A stable sort keeps each group's rows in input order: its first is its first occurrence.
     let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&p, &q| cmp(p, q));
+    super::common::sort_indices(&mut order, cmp);
     let mut group_of = vec![0usize; n];
     let (mut first, mut counts) = (Vec::new(), Vec::new());
     for (pos, &r) in order.iter().enumerate() {

@@ -452,8 +452,12 @@ fn concat_columns(model: &Model, ws: &[ValueId], dt: DType) -> Result<Tensor, St
         .map(|&w| widened(model, w, dt, "weight"))
         .collect::<Result<_, _>>()?;
     let views: Vec<_> = arrays.iter().map(|a| a.view()).collect();
-    let cat = ndarray::concatenate(ndarray::Axis(1), &views)
-        .map_err(|e| format!("weights do not concatenate: {e}"))?;
+    let rows = views.first().map_or(0, |v| v.shape()[0]);
+    if views.iter().any(|v| v.ndim() != 2 || v.shape()[0] != rows) {
+        return Err("weights do not concatenate: not [in, ·] each".into());
+    }
+    let cols = views.iter().map(|v| v.shape()[1]).sum();
+    let cat = crate::ops::concat::joined(&views, 1, &[rows, cols])?;
     narrowed(cat, dt)
 }
 

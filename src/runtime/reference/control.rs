@@ -459,9 +459,15 @@ fn stack(parts: &[Tensor], axis: usize) -> std::result::Result<Tensor, String> {
                             t => Err(format!("scan output changes type to {}", t.dtype())),
                         })
                         .collect::<std::result::Result<Vec<_>, String>>()?;
-                    ndarray::stack(Axis(axis), &views)
-                        .map(Tensor::$v)
-                        .map_err(|e| format!("scan outputs differ in shape: {e}"))
+                    let first = views[0].shape().to_vec();
+                    if views.iter().any(|v| v.shape() != first.as_slice()) {
+                        return Err("scan outputs differ in shape".into());
+                    }
+                    let mut shape = first;
+                    shape.insert(axis, views.len());
+                    let views: Vec<_> =
+                        views.into_iter().map(|v| v.insert_axis(Axis(axis))).collect();
+                    crate::ops::concat::joined(&views, axis, &shape).map(Tensor::$v)
                 })*
                 None => Err("no scan output to stack".into()),
             }
