@@ -147,7 +147,8 @@ export function opsOn(placement, ep) {
 }
 
 /** The models the onnxruntime-web check runs: a decoder with a causal and padding mask (GPT-2),
- * encoders with a padding mask (BERT, DistilBERT), a GQA decoder with rotary (Llama), a maskless encoder
+ * encoders with a padding mask (BERT, DistilBERT), a GQA decoder with rotary (Llama), GPT-J's
+ * interleaved partial rotary (RotaryEmbedding with `interleaved` on the 3-D heads), a maskless encoder
  * (ViT, 17 tokens). Batch 2, the second row left-padded, 8 tokens: onnxruntime-web 1.31.1's
  * WebGPU attention kernels on Chromium's SwiftShader adapter are off by 1e-2 to 0.3 once the
  * sequence reaches 32 tokens, Attention and MultiHeadAttention alike (onnxruntime's CPU EP runs
@@ -158,6 +159,7 @@ export const MODELS = [
   { file: "tests/models/bert_tiny.onnx", dims: { batch: 2, seq: 8 } },
   { file: "tests/models/zoo/distilbert_tiny.onnx", dims: { batch: 2, seq: 8 } },
   { file: "tests/models/zoo/llama_gqa_tiny.onnx", dims: { batch: 2, seq: 8 } },
+  { file: "tests/models/zoo/gptj_tiny.onnx", dims: { batch: 2, seq: 8 } },
   { file: "tests/models/zoo/vit_tiny.onnx", dims: { batch: 2 } },
 ];
 
