@@ -274,6 +274,12 @@ impl Float for f64 {
     }
 }
 
+/// Sorts indices stably by `cmp`: not generic, so every kernel that orders rows (Unique's groups,
+/// NonMaxSuppression's scores) shares one copy of the sort in the wasm.
+pub fn sort_indices(order: &mut [usize], cmp: &dyn Fn(usize, usize) -> std::cmp::Ordering) {
+    order.sort_by(|&p, &q| cmp(p, q));
+}
+
 #[cfg(test)]
 pub mod test_util {
     use ndarray::{ArrayD, IxDyn};
@@ -363,10 +369,4 @@ pub mod test_util {
             _ => panic!("got {got:?}, want {want:?}"),
         }
     }
-}
-
-/// Sorts indices stably by `cmp`: not generic, so every kernel that orders rows (Unique's groups,
-/// NonMaxSuppression's scores) shares one copy of the sort in the wasm.
-pub fn sort_indices(order: &mut [usize], cmp: &dyn Fn(usize, usize) -> std::cmp::Ordering) {
-    order.sort_by(|&p, &q| cmp(p, q));
 }
