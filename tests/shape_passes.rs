@@ -184,6 +184,58 @@ fn cse_merges_repeated_shape_reads() {
     );
 }
 
+/// Each layer of an export builds its own copy of the mask from the same condition with its own
+/// constants (`Where(cond, 0, -inf)` with 0 and -inf named per layer): equal small constants are
+/// the same input, so the copies merge. Constants that differ in value (or in type), and large
+/// ones (not compared by value), keep their nodes apart.
+#[test]
+fn cse_merges_nodes_whose_small_constants_are_equal() {
+    let f32s =
+        |v: &[f32]| Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap());
+    let mut b = GraphBuilder::new("cse_consts", 17);
+    let x = x_input(&mut b);
+    let zero = b.initializer("zero", &f32s(&[0.0]));
+    let cond = b.op("Greater", &[x, zero], vec![]);
+    let mut outs = vec![];
+    for (i, (keep, drop)) in [
+        (0.0, f32::NEG_INFINITY),
+        (0.0, f32::NEG_INFINITY),
+        (0.0, -1e9),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let k = b.initializer(&format!("keep_{i}"), &f32s(&[keep]));
+        let d = b.initializer(&format!("drop_{i}"), &f32s(&[drop]));
+        outs.push(b.op("Where", &[cond, k, d], vec![]));
+    }
+    let big: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let (b1, b2) = (
+        b.initializer("big_1", &f32s(&big)),
+        b.initializer("big_2", &f32s(&big)),
+    );
+    let a1 = b.op("Add", &[outs[0], b1], vec![]);
+    let a2 = b.op("Add", &[outs[1], b2], vec![]);
+    let y = b.op("Concat", &[a1, a2, outs[2]], vec![attr::int("axis", 0)]);
+    b.output(y, "y");
+    let m = b.build();
+    let (opt, _) = run(&m);
+    // The first two Wheres merge; the third (-1e9) stays; the Adds read 64-element constants.
+    assert_eq!(
+        ops(&opt),
+        vec![
+            ("Add".to_string(), 2),
+            ("Concat".to_string(), 1),
+            ("Greater".to_string(), 1),
+            ("Where".to_string(), 2)
+        ]
+    );
+    assert_eq!(
+        parity(&m, &opt, &[("batch", 2), ("seq", 3)]).max_abs_diff,
+        0.0
+    );
+}
+
 #[test]
 fn cse_keeps_nodes_with_different_attributes() {
     let mut b = GraphBuilder::new("cse_attrs", 17);

@@ -1,13 +1,18 @@
 //! Common-subexpression elimination: two nodes with the same op, domain, inputs and attributes
 //! compute the same values, so the later one's readers read the earlier one's outputs. Exporters
-//! emit `Shape(x)` and its Gathers once per use; this merges them.
+//! emit `Shape(x)` and its Gathers once per use; this merges them. Two inputs are the same when
+//! they are one value, or two small constants (at most `SMALL_CONST` elements) with the same
+//! type, shape and bits: exporters repeat such constants per layer (a mask's 0 and -inf, an
+//! axis), so each layer's copy of a mask computation would otherwise stay apart.
 //!
 //! Not merged: nodes with subgraphs (their bodies may differ in what they capture), nodes
 //! without inputs (Constant: const_fold turns them into initializers), ops that are not
 //! deterministic (RandomNormal, Multinomial, ...), and a later node whose output is a graph
 //! output (redirecting it would rename the graph's interface).
 
-use crate::ir::{Model, NodeId};
+use crate::ir::{Model, NodeId, ValueId};
+use crate::onnx::tensor::from_tensor;
+use crate::passes::matchers::{constant_shape, constant_value};
 use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
 
 /// Ops whose two evaluations on equal inputs may differ.
@@ -20,6 +25,9 @@ const NONDETERMINISTIC: &[&str] = &[
     "Bernoulli",
     "Dropout",
 ];
+
+/// Most elements of a constant input that is compared by value.
+const SMALL_CONST: usize = 16;
 
 pub struct CommonSubexpressions;
 
@@ -57,7 +65,11 @@ impl Rule for CommonSubexpressions {
             other < id
                 && o.op_type == node.op_type
                 && crate::ir::model::same_domain(&o.domain, &node.domain)
-                && o.inputs == node.inputs
+                && o.inputs.len() == node.inputs.len()
+                && o.inputs
+                    .iter()
+                    .zip(&node.inputs)
+                    .all(|(&a, &b)| same_input(model, a, b))
                 && o.outputs.len() == node.outputs.len()
                 && o.implicit_inputs.is_empty()
                 && same_attributes(o, node)
@@ -79,6 +91,27 @@ impl Rule for CommonSubexpressions {
             redirect,
             ..Default::default()
         })
+    }
+}
+
+/// One value, or two small constants with the same type, shape and bits (encoded as ONNX does,
+/// so -0.0 and 0.0 differ).
+fn same_input(model: &Model, a: Option<ValueId>, b: Option<ValueId>) -> bool {
+    let (Some(a), Some(b)) = (a, b) else {
+        return a == b;
+    };
+    if a == b {
+        return true;
+    }
+    let small = |v| constant_shape(model, v).filter(|s| s.iter().product::<usize>() <= SMALL_CONST);
+    match (small(a), small(b)) {
+        (Some(x), Some(y)) if x == y => {
+            match (constant_value(model, a), constant_value(model, b)) {
+                (Some(p), Some(q)) => from_tensor("", &p) == from_tensor("", &q),
+                _ => false,
+            }
+        }
+        _ => false,
     }
 }
 
