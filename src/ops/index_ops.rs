@@ -400,7 +400,9 @@ pub fn expand(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
 /// full are one contiguous run of its memory, copied once per index of the leading dims (a
 /// broadcast dim rereads the same run). Grouped-query attention's repeat of a KV cache is runs of
 /// seq·head elements; ndarray's element-by-element copy of a broadcast view was ~5x slower there.
-/// `None` for runs under 16 elements (broadcasting the last axes), left to that copy.
+/// `None` for runs under 16 elements (broadcasting the last axes), left to that copy. float32
+/// only: one more instance per element type would grow the wasm build for ops exports rarely
+/// expand in bulk.
 fn broadcast_runs(a: &ArrayD<f32>, out: &[usize]) -> Option<ArrayD<f32>> {
     let src = a.as_slice()?;
     let r = out.len();

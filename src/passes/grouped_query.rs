@@ -28,17 +28,18 @@
 //! inside the chain (no graph output); it holds only elementwise ops, Softmax over the last axis
 //! and MatMuls whose left operand is the chain (their right operand, `[B, Hkv, ·, ·]` with a
 //! known last dim, is repeated: through the head-local ops above it that nothing else reads,
-//! Transposes keeping axes 0 and 1 and Mul/Div by a rank-0 constant, which are emitted again on
-//! the repeated value); the closing Reshape's target is `[B or 0, N or -1, S, D or 0 or -1]`.
+//! Transposes keeping axes 0 and 1 and Mul/Div by a rank-0 constant (`matchers::score_scale`),
+//! which are emitted again on the repeated value); the closing Reshape's target is
+//! `[B or 0, N or -1, S, D or 0 or -1]`.
 
 use std::collections::{HashMap, HashSet};
 
 use crate::ir::types::{Dim, TensorType};
-use crate::ir::{Model, Node, NodeId, ValueId};
+use crate::ir::{Graph, Model, Node, NodeId, ValueId};
 use crate::ops::reduce::Softmax;
 use crate::ops::shape_ops::{Reshape, Transpose};
 use crate::passes::fuse_rotary::shared_ints;
-use crate::passes::matchers::{fresh_node_name, scalar_constant};
+use crate::passes::matchers::{fresh_node_name, scalar_constant, score_scale};
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind, ValueRef};
 
 pub struct GroupedQueryHeads;
@@ -132,11 +133,14 @@ fn rewrite(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
     let mut repeated: HashMap<ValueId, ValueRef> = HashMap::new();
     for &c in &chain.nodes {
         let node = g.node(c);
-        let mut new: NewNode = node.clone().into();
-        new.name = fresh_node_name(g, &format!("{}_heads", node.name));
-        for (slot, input) in node.inputs.iter().enumerate() {
-            let Some(v) = *input else { continue };
-            new.inputs[slot] = Some(match map.get(&v) {
+        let mut inputs: Vec<Option<ValueRef>> = Vec::with_capacity(node.inputs.len());
+        for input in &node.inputs {
+            let Some(v) = *input else {
+                inputs.push(None);
+                continue;
+            };
+            let slot = inputs.len();
+            inputs.push(Some(match map.get(&v) {
                 Some(&m) => m,
                 None if node.is("MatMul") && slot == 1 => {
                     if let Some(&m) = repeated.get(&v) {
@@ -148,19 +152,20 @@ fn rewrite(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
                     }
                 }
                 None => v.into(),
-            });
+            }));
         }
-        new.outputs = vec![Some(map[&node.output(0).expect("checked")])];
+        let out = map[&node.output(0).expect("checked")];
         patch.remove.push(c);
-        patch.add.push(new);
+        patch.add.push(again(g, node, inputs, out));
     }
     for &c in &chain.shapes {
         let node = g.node(c);
-        let mut new: NewNode = node.clone().into();
-        new.name = fresh_node_name(g, &format!("{}_heads", node.name));
-        new.inputs = vec![node.input(0).map(|v| map[&v])];
+        let (input, out) = (
+            node.input(0).map(|v| map[&v]),
+            node.output(0).expect("Shape"),
+        );
         patch.remove.push(c);
-        patch.add.push(new);
+        patch.add.push(again(g, node, vec![input], out.into()));
     }
     Ok(Some(patch))
 }
@@ -385,14 +390,8 @@ fn repeat(
                 .and_then(|t| t.perm.as_deref())
                 .filter(|p| p.len() == 4 && p[0] == 0 && p[1] == 1)
                 .and(node.input(0))
-        } else if node.is("Mul") || node.is("Div") {
-            match (node.input(0), node.input(1)) {
-                (Some(a), Some(c)) if scalar_constant(model, c).is_some() => Some(a),
-                (Some(c), Some(a)) if node.is("Mul") && scalar_constant(model, c).is_some() => {
-                    Some(a)
-                }
-                _ => None,
-            }
+        } else if let Ok(Some((_, x, _))) = score_scale(model, root) {
+            Some(x)
         } else {
             None
         };
@@ -473,17 +472,28 @@ fn repeat(
             _ => return Err(format!("'{}' is not [B, {kv}, ·, ·]", g.name(out))),
         }
         let y = patch.new_value(&g.fresh_name(&format!("{}_heads", g.name(out))), new_ty);
-        let mut new: NewNode = node.clone().into();
-        new.name = fresh_node_name(g, &format!("{}_heads", node.name));
-        for (slot, input) in node.inputs.iter().enumerate() {
-            if *input == Some(through) {
-                new.inputs[slot] = Some(x);
-            }
-        }
-        new.outputs = vec![Some(y)];
+        let inputs = (node.inputs.iter())
+            .map(|&i| {
+                if i == Some(through) {
+                    Some(x)
+                } else {
+                    i.map(ValueRef::from)
+                }
+            })
+            .collect();
         patch.remove.push(p);
-        patch.add.push(new);
+        patch.add.push(again(g, node, inputs, y));
         x = y;
     }
     Ok(x)
+}
+
+/// `node` emitted again (named `{name}_heads`, its attributes kept) reading `inputs` and writing
+/// `output`: the chain's ops, the Shapes that size it and the key's head-local ops each are.
+fn again(g: &Graph, node: &Node, inputs: Vec<Option<ValueRef>>, output: ValueRef) -> NewNode {
+    let mut new: NewNode = node.clone().into();
+    new.name = fresh_node_name(g, &format!("{}_heads", node.name));
+    new.inputs = inputs;
+    new.outputs = vec![Some(output)];
+    new
 }
