@@ -13,10 +13,10 @@ use bytes::Bytes;
 use prost::Message;
 
 use crate::ir::types::TensorType;
-use crate::ir::{Graph, Model, Node};
+use crate::ir::{Graph, InitializerInputs, Model, Node};
 use crate::limits::Limits;
 use crate::onnx::proto::{
-    AttributeProto, GraphProto, ModelProto, TensorProto, DATA_LOCATION_EXTERNAL,
+    AttributeProto, GraphProto, ModelProto, TensorProto, ValueInfoProto, DATA_LOCATION_EXTERNAL,
 };
 use crate::onnx::tensor::validate;
 use crate::{Error, Result};
@@ -102,12 +102,38 @@ pub fn load_buf(bytes: Bytes, opts: &LoadOptions) -> Result<Model> {
             }
         }
     }
-    let graph = build_graph(graph_proto)?;
+    let mut graph = build_graph(graph_proto)?;
+    if proto.ir_version < 4 {
+        initializers_not_inputs(&mut graph);
+    }
     let mut model = Model { graph, proto };
     crate::ops::check_attributes(&model)?;
     crate::ops::infer::infer_types(&mut model);
     crate::ops::verify(&model)?;
     Ok(model)
+}
+
+/// IR < 4: the graph inputs that restate an initializer leave `inputs` (a caller may not feed
+/// them, so the initializer is a constant); their declarations are kept for the save
+/// (`GraphExtra::initializers_as_inputs`).
+fn initializers_not_inputs(g: &mut Graph) {
+    let mut kept = InitializerInputs::default();
+    let inputs = std::mem::take(&mut g.inputs);
+    for id in inputs {
+        kept.order.push(g.name(id).to_string());
+        if g.initializer(id).is_some() {
+            let v = g.value_mut(id);
+            let info = v.info.take().unwrap_or_else(|| ValueInfoProto {
+                name: v.name.clone(),
+                r#type: Some(v.ty.to_proto()),
+                ..Default::default()
+            });
+            kept.declared.insert(v.name.clone(), info);
+        } else {
+            g.inputs.push(id);
+        }
+    }
+    g.extra.initializers_as_inputs = Some(kept);
 }
 
 /// Deepest subgraph nesting we walk (prost's decoder stops at 100 nested messages anyway).

@@ -3,6 +3,7 @@
 
 use prost::Message;
 
+use crate::ir::types::TensorType;
 use crate::ir::{Graph, Model, ValueId};
 use crate::onnx::proto::{GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
 #[cfg(not(target_arch = "wasm32"))]
@@ -22,6 +23,44 @@ fn value_info(g: &Graph, id: ValueId) -> ValueInfoProto {
             ..Default::default()
         },
     }
+}
+
+/// The graph's inputs; under IR < 4 (`GraphExtra::initializers_as_inputs`) every initializer
+/// among them, as that IR requires: in the order read, then the real inputs and initializers
+/// that are new.
+fn inputs(g: &Graph) -> Vec<ValueInfoProto> {
+    let Some(read) = &g.extra.initializers_as_inputs else {
+        return g.inputs.iter().map(|&i| value_info(g, i)).collect();
+    };
+    let restated = |id: ValueId| {
+        let t = g.initializer(id)?;
+        Some(
+            read.declared
+                .get(&t.name)
+                .cloned()
+                .unwrap_or_else(|| ValueInfoProto {
+                    name: t.name.clone(),
+                    r#type: Some(TensorType::from_tensor_proto(t).to_proto()),
+                    ..Default::default()
+                }),
+        )
+    };
+    let mut done = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    let known = read.order.iter().filter_map(|n| g.find(n));
+    let real = g.inputs.iter().copied();
+    let weights = g.initializers().map(|(id, _)| id);
+    for id in known.chain(real).chain(weights) {
+        if !done.insert(id) {
+            continue;
+        }
+        if g.is_graph_input(id) {
+            out.push(value_info(g, id));
+        } else if let Some(vi) = restated(id) {
+            out.push(vi);
+        }
+    }
+    out
 }
 
 pub fn to_graph_proto(g: &Graph) -> Result<GraphProto> {
@@ -63,7 +102,7 @@ fn to_graph_proto_with(
             .collect::<Result<_>>()?,
         sparse_initializer: g.extra.sparse_initializer.clone(),
         doc_string: g.extra.doc_string.clone(),
-        input: g.inputs.iter().map(|&i| value_info(g, i)).collect(),
+        input: inputs(g),
         output: g
             .outputs
             .iter()

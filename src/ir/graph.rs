@@ -31,6 +31,21 @@ pub struct GraphExtra {
     pub sparse_initializer: Vec<SparseTensorProto>,
     pub quantization_annotation: Vec<TensorAnnotation>,
     pub metadata_props: Vec<StringStringEntryProto>,
+    /// IR < 4 only (`None` otherwise): the IR required every initializer to be listed as a graph
+    /// input too, and such an input is not one a caller may feed (onnxruntime reads it so:
+    /// initializers are overridable from IR 4 on). Load takes those inputs out of `inputs`, so
+    /// their initializers are constants, and keeps the inputs' order and their declarations
+    /// here; save lists every initializer as an input again, in that order, with its declaration
+    /// where it had one.
+    pub initializers_as_inputs: Option<InitializerInputs>,
+}
+
+/// IR < 4: the graph's inputs as read (names, in order) and the declarations of those that
+/// restated an initializer (`GraphExtra::initializers_as_inputs`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InitializerInputs {
+    pub order: Vec<String>,
+    pub declared: HashMap<String, ValueInfoProto>,
 }
 
 /// An initializer's decoded value, filled on first use. Shared by the clones of a graph (the

@@ -7,7 +7,7 @@ pub mod node;
 pub mod types;
 pub mod verify;
 
-pub use graph::{Graph, GraphExtra, Value};
+pub use graph::{Graph, GraphExtra, InitializerInputs, Value};
 pub use model::Model;
 pub use node::{attr, Node, NodeId, ValueId};
 pub use types::{Dim, TensorType};

@@ -41,11 +41,6 @@ impl Rule for ConstantFolding {
         if node.is("DequantizeLinear") {
             return Proposal::NoMatch;
         }
-        if model.proto.ir_version < 4 {
-            // Before IR 4 every initializer must also be a graph input, which makes it
-            // overridable: nothing is constant.
-            return Proposal::NoMatch;
-        }
         if !node
             .inputs
             .iter()

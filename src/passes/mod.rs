@@ -9,6 +9,7 @@ pub mod fuse_add_eyelike;
 pub mod fuse_attention;
 pub mod fuse_bias_gelu;
 pub mod fuse_conv_activation;
+pub mod fuse_conv_affine;
 pub mod fuse_conv_batchnorm;
 pub mod fuse_dynamic_quant_matmul;
 pub mod fuse_elementwise;
@@ -79,6 +80,7 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &fuse_mha::FuseMultiHeadAttention,
     &fuse_pad_conv::FusePadConv,
     &fuse_conv_batchnorm::FuseConvBatchNorm,
+    &fuse_conv_affine::FuseConvAffine,
     &fuse_gemm_activation::FuseGemmActivation,
     &fuse_conv_activation::FuseConvActivation,
     &fuse_elementwise::FuseElementwise,

@@ -27,6 +27,7 @@ import onnxruntime as ort
 REPO = Path(__file__).resolve().parents[2]
 ZOO = REPO / "tests" / "models" / "zoo"
 TORCHVISION = REPO / "tests" / "data" / "models" / "torchvision"
+LIGHT = REPO / "tests" / "data" / "models" / "onnx_light"
 
 
 def _session_optimized(src: Path, level: ort.GraphOptimizationLevel, disabled: list[str]) -> onnx.ModelProto:
@@ -126,6 +127,9 @@ SUBJECTS = [
     _zoo("t5_encoder_tiny", "t5"),
     Subject("mobilenet_v3_small", TORCHVISION / "mobilenet_v3_small.onnx", None, ("--dim", "batch=1")),
     Subject("resnet18", TORCHVISION / "resnet18.onnx", None, ("--dim", "batch=1")),
+    # IR 3 files (every weight also listed as a graph input, which onnxruntime reads as
+    # constant): Conv → BatchNormalization → Relu, and Caffe2's Mul/Add after each norm.
+    *(Subject(m, LIGHT / f"{m}.onnx", None) for m in ["resnet50", "densenet121", "inception_v2", "shufflenet"]),
 ]
 
 # Fused ops compared one by one, and families compared as sums: fuselab's position-embedding

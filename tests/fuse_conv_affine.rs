@@ -1,0 +1,233 @@
+//! A per-channel Mul/Add after a Conv or a BatchNormalization folded into its parameters
+//! (`conv_affine`), and IR 3 models, whose weights are listed as graph inputs, treated as
+//! onnxruntime treats them: as constants. Op counts, parity, and what must not fold.
+
+mod common;
+
+use common::{counts, fuse, ops, parity, seeded_f32};
+use fuselab::builder::{sym, GraphBuilder};
+use fuselab::ir::types::Dim;
+use fuselab::ir::{attr, Model, ValueId};
+use fuselab::Tensor;
+
+const RULES: &[&str] = &["conv_affine"];
+
+fn x_dims() -> Vec<Dim> {
+    vec![sym("batch"), Dim::Known(3), Dim::Known(5), Dim::Known(5)]
+}
+
+/// How the model differs from `Relu(Add(Mul(Conv(x, w, b), c), d))`.
+#[derive(Clone, Copy, PartialEq)]
+enum Variant {
+    Plain,
+    /// Mul(c, t) and Add(d, t): the constant first.
+    Swapped,
+    NoConvBias,
+    /// c a rank-0 scalar.
+    ScalarScale,
+    /// c of shape [1, 1, 5]: varies along the width.
+    AlongWidth,
+    /// c of shape [1, 1, 4, 1, 1]: broadcasts the output to rank 5.
+    MoreDims,
+    /// c a graph input.
+    ScaleInput,
+    /// The Conv's output also a graph output.
+    ConvOutput,
+}
+
+fn conv(b: &mut GraphBuilder, x: ValueId, bias: bool) -> ValueId {
+    let mut ins = vec![x, b.initializer("w", &seeded_f32(&[4, 3, 3, 3], 1))];
+    if bias {
+        ins.push(b.initializer("b", &seeded_f32(&[4], 2)));
+    }
+    b.op("Conv", &ins, vec![attr::ints("pads", &[1, 1, 1, 1])])
+}
+
+fn model(v: Variant) -> Model {
+    let mut b = GraphBuilder::new("conv_affine", 15);
+    let x = b.input("x", fuselab::DType::F32, x_dims());
+    let t = conv(&mut b, x, v != Variant::NoConvBias);
+    let c = match v {
+        Variant::ScalarScale => b.initializer("c", &seeded_f32(&[], 3)),
+        Variant::AlongWidth => b.initializer("c", &seeded_f32(&[1, 1, 5], 3)),
+        Variant::MoreDims => b.initializer("c", &seeded_f32(&[1, 1, 4, 1, 1], 3)),
+        Variant::ScaleInput => b.input(
+            "c",
+            fuselab::DType::F32,
+            vec![Dim::Known(4), Dim::Known(1), Dim::Known(1)],
+        ),
+        _ => b.initializer("c", &seeded_f32(&[4, 1, 1], 3)),
+    };
+    let d = b.initializer("d", &seeded_f32(&[1, 4, 1, 1], 4));
+    let y = if v == Variant::Swapped {
+        let s = b.op("Mul", &[c, t], vec![]);
+        b.op("Add", &[d, s], vec![])
+    } else {
+        let s = b.op("Mul", &[t, c], vec![]);
+        b.op("Add", &[s, d], vec![])
+    };
+    let r = b.op("Relu", &[y], vec![]);
+    b.output(r, "y");
+    if v == Variant::ConvOutput {
+        b.output(t, "t");
+    }
+    b.build()
+}
+
+fn assert_parity(m: &Model, opt: &Model) {
+    for batch in [2, 1] {
+        let p = parity(m, opt, &[("batch", batch)]);
+        assert!(p.max_abs_diff <= 1e-5, "batch {batch}: {}", p.max_abs_diff);
+    }
+}
+
+#[test]
+fn scale_and_shift_fold_into_the_conv_with_parity() {
+    for v in [
+        Variant::Plain,
+        Variant::Swapped,
+        Variant::NoConvBias,
+        Variant::ScalarScale,
+    ] {
+        let m = model(v);
+        let (opt, trace) = fuse(&m, RULES);
+        assert_eq!(ops(&opt), counts(&[("Conv", 1), ("Relu", 1)]));
+        assert_eq!(trace.rewrites.len(), 2, "the Mul, then the Add");
+        assert_parity(&m, &opt);
+        // With the other CNN rules the Relu joins too: one node.
+        let (all, _) = fuse(&m, &["conv_affine", "conv_activation"]);
+        assert_eq!(ops(&all), counts(&[("FusedConv", 1)]));
+        assert_parity(&m, &all);
+    }
+}
+
+#[test]
+fn what_must_not_fold() {
+    let reject = |v, needle: &str| common::assert_rejected(&model(v), RULES, needle);
+    // A scale that differs along the width is not a change of the Conv's weights.
+    reject(Variant::AlongWidth, "not one value per channel");
+    // Folding would lose the broadcast to rank 5.
+    reject(Variant::MoreDims, "more dimensions");
+    reject(Variant::ScaleInput, "is not a float32 constant");
+    reject(Variant::ConvOutput, "is a graph output");
+}
+
+/// BatchNormalization (after a Concat, so no Conv takes it) then Mul and Add: one
+/// BatchNormalization with scale·c and B·c + d.
+fn batchnorm_model() -> Model {
+    let mut b = GraphBuilder::new("bn_affine", 15);
+    let x = b.input("x", fuselab::DType::F32, x_dims());
+    let var = seeded_f32(&[3], 5)
+        .as_f32()
+        .unwrap()
+        .mapv(|v| v.abs() + 0.5);
+    let ins = [
+        x,
+        b.initializer("scale", &seeded_f32(&[3], 6)),
+        b.initializer("bias", &seeded_f32(&[3], 7)),
+        b.initializer("mean", &seeded_f32(&[3], 8)),
+        b.initializer("var", &Tensor::F32(var)),
+    ];
+    let n = b.op(
+        "BatchNormalization",
+        &ins,
+        vec![attr::float("epsilon", 1e-3)],
+    );
+    let c = b.initializer("c", &seeded_f32(&[3, 1, 1], 9));
+    let d = b.initializer("d", &seeded_f32(&[3, 1, 1], 10));
+    let s = b.op("Mul", &[n, c], vec![]);
+    let y = b.op("Add", &[s, d], vec![]);
+    b.output(y, "y");
+    b.build()
+}
+
+#[test]
+fn scale_and_shift_fold_into_a_batchnorm() {
+    let m = batchnorm_model();
+    let (opt, _) = fuse(&m, RULES);
+    assert_eq!(ops(&opt), counts(&[("BatchNormalization", 1)]));
+    assert_parity(&m, &opt);
+}
+
+/// Conv → BatchNormalization → Mul → Add → Relu with every weight also a graph input.
+fn caffe2_style(ir_version: i64) -> Model {
+    let mut b = GraphBuilder::new("ir3", 9);
+    let x = b.input("x", fuselab::DType::F32, x_dims());
+    let t = conv(&mut b, x, true);
+    let var = seeded_f32(&[4], 5)
+        .as_f32()
+        .unwrap()
+        .mapv(|v| v.abs() + 0.5);
+    let ins = [
+        t,
+        b.initializer("scale", &seeded_f32(&[4], 6)),
+        b.initializer("bias", &seeded_f32(&[4], 7)),
+        b.initializer("mean", &seeded_f32(&[4], 8)),
+        b.initializer("var", &Tensor::F32(var)),
+    ];
+    let n = b.op("BatchNormalization", &ins, vec![]);
+    let c = b.initializer("c", &seeded_f32(&[4, 1, 1], 9));
+    let s = b.op("Mul", &[n, c], vec![]);
+    let d = b.initializer("d", &seeded_f32(&[4, 1, 1], 10));
+    let y = b.op("Add", &[s, d], vec![]);
+    let r = b.op("Relu", &[y], vec![]);
+    b.output(r, "y");
+    let mut m = b.build();
+    let weights: Vec<ValueId> = m.graph.initializers().map(|(v, _)| v).collect();
+    m.graph.inputs.extend(weights);
+    m.proto.ir_version = ir_version;
+    m
+}
+
+fn input_names(m: &Model) -> Vec<String> {
+    let mut v: Vec<String> = m
+        .graph
+        .inputs
+        .iter()
+        .map(|&i| m.graph.name(i).to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn ir3_weights_listed_as_inputs_are_constants_and_stay_listed_on_save() {
+    let bytes = fuselab::io::to_bytes(&caffe2_style(3)).unwrap();
+    let m = fuselab::io::load_bytes(&bytes, &Default::default()).unwrap();
+    assert_eq!(input_names(&m), ["x"], "a caller feeds only x");
+    let (opt, _) = fuse(&m, &[]);
+    assert_eq!(ops(&opt), counts(&[("FusedConv", 1)]));
+    assert_parity(&m, &opt);
+
+    // Saved as IR 3 again: every initializer (the folded ones among them) is an input too.
+    let proto = fuselab::io::to_model_proto(&opt).unwrap();
+    assert_eq!(proto.ir_version, 3);
+    let g = proto.graph.as_ref().unwrap();
+    let mut listed: Vec<&str> = g.input.iter().map(|i| i.name.as_str()).collect();
+    let mut want: Vec<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    want.push("x");
+    listed.sort();
+    want.sort();
+    assert_eq!(listed, want);
+    assert_eq!(g.input[0].name, "x", "the real input first");
+    // And the unchanged model keeps its declared inputs.
+    let again = fuselab::io::to_model_proto(&m).unwrap();
+    assert_eq!(again.graph.unwrap().input.len(), 1 + 8);
+}
+
+#[test]
+fn from_ir4_on_a_weight_listed_as_an_input_may_be_fed_so_nothing_folds() {
+    let bytes = fuselab::io::to_bytes(&caffe2_style(4)).unwrap();
+    let m = fuselab::io::load_bytes(&bytes, &Default::default()).unwrap();
+    assert_eq!(input_names(&m).len(), 9);
+    let (opt, trace) = fuse(&m, &[]);
+    assert_eq!(ops(&opt), ops(&m));
+    assert!(
+        trace
+            .rejected
+            .iter()
+            .any(|r| r.reason.contains("is not a float32 constant")),
+        "{:?}",
+        trace.rejected
+    );
+}
