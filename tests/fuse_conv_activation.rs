@@ -23,6 +23,10 @@ enum Tail {
     Broadcast,
     /// `act(Conv(x))`, and Conv's output also read by a Neg.
     SharedConv,
+    /// Sum(t, z): opset-9 ResNets' residual.
+    Sum,
+    /// Sum(t, z, z): three operands, no FusedConv form.
+    Sum3,
 }
 
 /// x [batch, 3, 6, 6] → Conv(4 filters 3x3, pad 1, bias) → tail with `act` (attributes `attrs`,
@@ -54,6 +58,15 @@ fn model(
         Tail::Residual => {
             let z = b.input("z", dtype, shape(4));
             b.op("Add", &[z, t], vec![])
+        }
+        Tail::Sum | Tail::Sum3 => {
+            let z = b.input("z", dtype, shape(4));
+            let ins = if tail == Tail::Sum {
+                vec![t, z]
+            } else {
+                vec![t, z, z]
+            };
+            b.op("Sum", &ins, vec![])
         }
         Tail::Broadcast => {
             let z = b.input(
@@ -167,6 +180,17 @@ fn residual_add_becomes_z() {
     assert_eq!(trace.rewrites[0].removed.len(), 3, "Conv, Add and Relu");
     let n = opt.graph.node(opt.graph.node_ids().next().unwrap());
     assert_eq!(opt.graph.name(n.inputs[3].unwrap()), "z");
+}
+
+#[test]
+fn a_two_input_sum_is_a_residual_add() {
+    let m = model("Relu", vec![], &[], Tail::Sum, DType::F32, 9);
+    assert_fused(&m, "Relu", &[], 4);
+    // Three operands: FusedConv has one Z, and nothing else is tried.
+    let m = model("Relu", vec![], &[], Tail::Sum3, DType::F32, 9);
+    let (opt, trace) = fuse(&m, RULES);
+    assert_eq!(ops(&opt), ops(&m));
+    assert!(trace.rejected.is_empty(), "{:?}", trace.rejected);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Conv followed by an activation, directly or through a residual Add → com.microsoft.FusedConv
 //! (onnxruntime's contrib op: Conv's inputs and attributes, `activation` with its
 //! `activation_params`, and an optional Z added before the activation). A CNN's Conv + Relu,
-//! MobileNetV3's squeeze-excitation Conv + HardSigmoid, ResNet's Conv + Add(shortcut) + Relu.
+//! MobileNetV3's squeeze-excitation Conv + HardSigmoid, ResNet's Conv + Add(shortcut) + Relu
+//! (or Sum(conv, shortcut), as opset-9 ResNets write it).
 //!
 //! ```text
 //!   before                                        after
@@ -109,14 +110,16 @@ impl Rule for FuseConvActivation {
     }
 }
 
-/// `s = Add(Conv(..), Z)` (either order): the Conv, the Add and Z; None when `s` is no such Add,
-/// Err when it is one that cannot fuse.
+/// `s = Add(Conv(..), Z)` (either order; or a Sum of the two): the Conv, the Add and Z; None
+/// when `s` is no such Add, Err when it is one that cannot fuse.
 #[allow(clippy::type_complexity)]
 fn residual(
     g: &Graph,
     s: ValueId,
 ) -> Option<Result<(NodeId, &Node, Option<(NodeId, ValueId)>), String>> {
-    let (add_id, add) = produced_by(g, s, "Add")?;
+    // A two-input Sum (the residual of opset-9 ResNets) is the same Add.
+    let (add_id, add) = produced_by(g, s, "Add")
+        .or_else(|| produced_by(g, s, "Sum").filter(|(_, n)| n.inputs.len() == 2))?;
     let (conv_id, conv, z) = add.inputs.iter().flatten().find_map(|&v| {
         let (c, conv) = produced_by(g, v, "Conv")?;
         Some((c, conv, other_input(add, v)?))
