@@ -153,12 +153,12 @@ pub fn optimize_with(
     let optimize_ms = clock() - t0;
     let t1 = clock();
     let parity = if opts.parity {
-        Some(check_parity(
+        Some(parity_sized(
             original,
             &optimized,
             &trace.rewrites,
             opts,
-            &dims,
+            &mut dims,
         )?)
     } else {
         None
@@ -183,6 +183,61 @@ pub fn optimize_with(
     Ok((optimized, rep))
 }
 
+/// `check_parity`, and where the original fails at the default size of a symbolic dim the caller
+/// left open, again with one such dim at 1, each in the order the inputs name them (an export
+/// traced at one new token, whose grouped-query Reshape holds only there, runs at seq = 1). The
+/// first run that works is the check, with `resized` saying what happened and `dims` updated;
+/// when none does, the first error.
+fn parity_sized(
+    original: &Model,
+    optimized: &Model,
+    rewrites: &[RewriteEvent],
+    opts: &OptimizeOptions,
+    dims: &mut HashMap<String, usize>,
+) -> Result<(ParityReport, ValueBytes)> {
+    let (first, told) = match check_parity(original, optimized, rewrites, opts, dims) {
+        Err(ParityError::OriginalRun { what, told }) => (what, told),
+        Err(ParityError::Other(e)) => return Err(e),
+        Ok(r) => return Ok(r),
+    };
+    let g = &original.graph;
+    let mut open: Vec<String> = Vec::new();
+    for &v in &g.inputs {
+        for d in g.value(v).ty.shape.iter().flatten() {
+            if let crate::ir::Dim::Sym(s) = d {
+                if !dims.contains_key(s) && !open.contains(s) {
+                    open.push(s.clone());
+                }
+            }
+        }
+    }
+    for s in open {
+        let mut at = dims.clone();
+        at.insert(s.clone(), 1);
+        if let Ok((mut p, sizes)) = check_parity(original, optimized, rewrites, opts, &at) {
+            p.resized = Some(format!(
+                "the original does not run with {s}={DEFAULT_DIM} ({first}); checked with {s}=1"
+            ));
+            *dims = at;
+            return Ok((p, sizes));
+        }
+    }
+    Err(told)
+}
+
+/// Why `check_parity` failed: the original model's run (the error, and as told to the caller,
+/// with the sizes it ran at), or anything else.
+enum ParityError {
+    OriginalRun { what: String, told: Error },
+    Other(Error),
+}
+
+impl From<Error> for ParityError {
+    fn from(e: Error) -> ParityError {
+        ParityError::Other(e)
+    }
+}
+
 /// Runs both models on the same seeded inputs and compares their outputs and fused nodes. Where
 /// the reference backend lacks an op, only what it can compute on both sides is compared
 /// (`ParityReport::partial`); with nothing left to compare, the planning error of the side that
@@ -193,7 +248,7 @@ fn check_parity(
     rewrites: &[RewriteEvent],
     opts: &OptimizeOptions,
     dims: &HashMap<String, usize>,
-) -> Result<(ParityReport, ValueBytes)> {
+) -> std::result::Result<(ParityReport, ValueBytes), ParityError> {
     let lim = &opts.limits;
     let inputs = random_inputs(original, &opts.inputs, dims, opts.seed, lim)?;
     let (mut fused, in_a, in_b) = fused_outputs(original, optimized, rewrites);
@@ -204,8 +259,8 @@ fn check_parity(
     let (ex_a, ex_b, model_a, partial) =
         match (Executor::new(original, lim), Executor::new(optimized, lim)) {
             (Ok(a), Ok(b)) => (a, b, original, None),
-            (Err(e), _) if !lacks_op(&e) => return Err(no_parity(e)),
-            (_, Err(e)) if !lacks_op(&e) => return Err(optimized_failed(e)),
+            (Err(e), _) if !lacks_op(&e) => return Err(no_parity(e).into()),
+            (_, Err(e)) if !lacks_op(&e) => return Err(optimized_failed(e).into()),
             (a, b) => {
                 let (ra, rb) = (Runnable::of(original, lim)?, Runnable::of(optimized, lim)?);
                 let (left, outs_a, outs_b) =
@@ -215,7 +270,8 @@ fn check_parity(
                         (Err(e), _) => no_parity(e),
                         (_, Err(e)) => optimized_failed(e),
                         _ => Error::Other("parity check: nothing to compare".into()),
-                    });
+                    }
+                    .into());
                 }
                 let with_fused = |outs: &[ValueId], kept: &[ValueId]| {
                     let mut all = outs.to_vec();
@@ -234,8 +290,13 @@ fn check_parity(
             }
         };
     let (mut keep_a, mut keep_b) = (Keep::new(&in_a), Keep::new(&in_b));
-    let (sizes, mut a) = ValueBytes::of_run(&ex_a, model_a, &inputs, Some(&mut keep_a))
-        .map_err(|e| no_parity_at(e, original, &inputs))?;
+    let (sizes, mut a) =
+        ValueBytes::of_run(&ex_a, model_a, &inputs, Some(&mut keep_a)).map_err(|e| {
+            ParityError::OriginalRun {
+                what: e.to_string(),
+                told: no_parity_at(e, original, &inputs),
+            }
+        })?;
     let mut b = ex_b
         .run_observed(&inputs, &mut keep_b)
         .map_err(optimized_failed)?;

@@ -900,3 +900,37 @@ fn a_grouped_query_step_traced_at_one_token_fuses_like_the_repeated_one() {
     let d = fuselab::runtime::parity::compare(&a, &b, 0.0).max_abs_diff;
     assert!(d <= 1e-5, "{d}");
 }
+
+/// `fuselab optimize` with no sizes on that one-token step: the original fails at the default
+/// seq = 8, so the check runs again with each open dim at 1 (batch first, which does not help,
+/// then seq) and says so; a caller's own `--dim seq=8` is not overridden.
+#[test]
+fn parity_retries_a_one_token_export_at_seq_1() {
+    let m = zoo("llama_gqa_tiny_decode1.onnx");
+    let (_, rep) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
+    let p = rep.parity.expect("checked");
+    assert!(p.ok, "{}", p.max_abs_diff);
+    let why = p.resized.expect("resized");
+    assert!(
+        why.contains("does not run with seq=8") && why.contains("checked with seq=1"),
+        "{why}"
+    );
+    assert_eq!(rep.dims.get("seq"), Some(&1));
+    assert_eq!(
+        rep.dims.get("batch"),
+        Some(&8),
+        "batch stays at its default"
+    );
+
+    let opts = fuselab::pipeline::OptimizeOptions {
+        dims: [("seq".to_string(), 8)].into(),
+        ..Default::default()
+    };
+    let e = fuselab::pipeline::optimize(&m, &opts, &|| 0.0).expect_err("seq given");
+    assert!(e.to_string().contains("seq=8"), "{e}");
+
+    // A step that runs at the defaults is not resized.
+    let m = zoo("llama_gqa_tiny_decode.onnx");
+    let (_, rep) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
+    assert!(rep.parity.unwrap().resized.is_none());
+}

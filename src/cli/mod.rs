@@ -481,6 +481,9 @@ fn optimize(
                 p.tolerance,
                 if p.ok { "ok" } else { "FAILED" }
             );
+            if let Some(why) = &p.resized {
+                println!("  {why}");
+            }
             if let Some(left) = &p.partial {
                 println!(
                     "  partial: compared {} of {} outputs and {} of {} fused nodes; the rest need \

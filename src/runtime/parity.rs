@@ -47,6 +47,10 @@ pub struct ParityReport {
     /// Set when the reference backend lacks some ops: only the outputs and fused nodes it can
     /// compute without them were compared (`outputs` and `nodes` list just those).
     pub partial: Option<Partial>,
+    /// Set when the original failed at the default size of a dim the caller left open and the
+    /// check ran with that dim at 1 instead (an export traced at one new token runs only
+    /// there): what failed, and the size used.
+    pub resized: Option<String>,
 }
 
 /// What a partial parity check left out, and why.
@@ -155,6 +159,7 @@ pub fn compare(a: &[(String, Tensor)], b: &[(String, Tensor)], tolerance: f64) -
         ok: worst <= tolerance,
         outputs,
         nodes: Vec::new(),
+        resized: None,
         partial: None,
     }
 }

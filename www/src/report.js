@@ -77,6 +77,7 @@ export function showParity(state, { parity, why } = {}) {
     big.className = `big ${parity.ok ? "ok" : "bad"}`;
     const worst = parity.nodes?.[0];
     detail.textContent = (partial ? `Partial: ${partial.summary}. ${partial.detail} ` : "") +
+      (parity.resized ? `${parity.resized[0].toUpperCase()}${parity.resized.slice(1)}. ` : "") +
       `max |original − optimized| = ${parity.max_abs_diff.toExponential(2)} (tolerance ${parity.tolerance})` +
       (worst ? `; largest fused-node diff: ${worst.node} (${worst.op}) ${fmtDiff(worst.max_abs_diff)}` : "");
     return;
