@@ -92,7 +92,7 @@ impl Timing {
     /// NaN for no samples (serialized as null).
     pub fn of(samples: &[f64]) -> Timing {
         let mut v = samples.to_vec();
-        v.sort_by(|a, b| a.total_cmp(b));
+        crate::ops::common::sort_by_dyn(&mut v, &|a, b| a.total_cmp(b));
         let n = v.len();
         let median_ms = match n {
             0 => f64::NAN,

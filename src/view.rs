@@ -170,11 +170,14 @@ pub fn graph_view(model: &Model, prov: Option<&Provenance>) -> GraphView {
             kind: NodeKind::Op,
             op_type: n.op_type.clone(),
             domain: n.domain.clone(),
-            attributes: n
-                .attributes()
-                .iter()
-                .map(|a| (a.name.clone(), attr_text(a)))
-                .collect(),
+            attributes: {
+                // Inserted one by one: collecting into a BTreeMap sorts with a copy of its own.
+                let mut m = BTreeMap::new();
+                for a in n.attributes() {
+                    m.insert(a.name.clone(), attr_text(a));
+                }
+                m
+            },
             inputs: n.inputs.iter().flatten().map(|&v| port(v)).collect(),
             outputs: n.outputs.iter().flatten().map(|&v| port(v)).collect(),
             fused: prov.and_then(|p| p.fused_from.get(&name).cloned()),

@@ -129,8 +129,8 @@ impl Einsum {
                 .filter(|&&l| l == Label::Letter(c))
                 .count()
         };
-        let mut once: Vec<u8> = (b'A'..=b'z').filter(|&c| count(c) == 1).collect();
-        once.sort_unstable();
+        // Ascending already: the range is.
+        let once: Vec<u8> = (b'A'..=b'z').filter(|&c| count(c) == 1).collect();
         out.extend(once.into_iter().map(Label::Letter));
         out
     }

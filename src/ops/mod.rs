@@ -26,7 +26,7 @@ pub mod shape_value;
 pub mod wgsl;
 
 mod broadcast;
-mod common;
+pub(crate) mod common;
 mod fastmath;
 mod simd;
 mod window;

@@ -377,7 +377,7 @@ fn mvn<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
         &ctx.attrs::<MeanVarianceNormalization>()?.axes,
         x.ndim(),
     )?;
-    axes.sort_unstable();
+    crate::ops::common::sort_usizes(&mut axes);
     check_out(ctx, OP, x.shape(), T::DTYPE.bits().unwrap_or(64))?;
     // The normalized axes permuted to the end: each group is one contiguous run.
     let mut order: Vec<usize> = (0..x.ndim()).filter(|d| !axes.contains(d)).collect();

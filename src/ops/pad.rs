@@ -298,7 +298,9 @@ fn shrinking_first(pads: &[(usize, i64, i64)]) -> Vec<(usize, i64, i64)> {
         .copied()
         .filter(|p| p.1 != 0 || p.2 != 0)
         .collect();
-    order.sort_by_key(|p| p.1.saturating_add(p.2));
+    crate::ops::common::sort_by_dyn(&mut order, &|p, q| {
+        p.1.saturating_add(p.2).cmp(&q.1.saturating_add(q.2))
+    });
     order
 }
 

@@ -138,7 +138,7 @@ impl Reduce {
             }
             axes = (0..rank).collect();
         }
-        axes.sort_unstable();
+        crate::ops::common::sort_usizes(&mut axes);
         axes.dedup();
         let first = rank - axes.len();
         if axes.iter().enumerate().any(|(i, &a)| a != first + i) {
@@ -322,7 +322,7 @@ fn reduce_typed<T: Num>(
     mean: bool,
 ) -> Result<ArrayD<T>, String> {
     let mut sorted = axes.to_vec();
-    sorted.sort_unstable();
+    crate::ops::common::sort_usizes(&mut sorted);
     // Highest axis first, so the lower axis numbers stay valid as dims disappear.
     let mut acc: Option<ArrayD<T>> = None;
     for &ax in sorted.iter().rev() {

@@ -114,7 +114,7 @@ fn reduce_typed<T: Elem>(
     kind: Kind,
 ) -> Result<ArrayD<T>, ndarray::ShapeError> {
     let mut reduced = axes.to_vec();
-    reduced.sort_unstable();
+    crate::ops::common::sort_usizes(&mut reduced);
     let n: usize = shape.iter().product();
     let mut out = Vec::with_capacity(n);
     let mut fold_lanes = |lanes: Lanes, s: &[T]| lanes.each(s, |_, l| out.push(fold(kind, l)));

@@ -357,7 +357,7 @@ fn index() -> &'static HashMap<(&'static str, &'static str), Vec<&'static OpDef>
             m.entry((d.domain, d.op_type)).or_default().push(d);
         }
         for v in m.values_mut() {
-            v.sort_by_key(|d| d.since);
+            crate::ops::common::sort_by_dyn(v, &|a, b| a.since.cmp(&b.since));
         }
         m
     })

@@ -604,7 +604,7 @@ impl Resize {
             }
         }
         // Shrinking axes first: no intermediate is larger than both the input and the output.
-        plans.sort_by(|a, b| {
+        crate::ops::common::sort_by_dyn(&mut plans, &|a, b| {
             (a.out as f64 / x[a.axis] as f64).total_cmp(&(b.out as f64 / x[b.axis] as f64))
         });
         Ok((plans, dims))

@@ -124,7 +124,7 @@ pub fn node_diffs(
         })
         .collect();
     let key = |d: &NodeDiff| d.max_abs_diff.unwrap_or(f64::INFINITY);
-    out.sort_by(|x, y| key(y).total_cmp(&key(x)));
+    crate::ops::common::sort_by_dyn(&mut out, &|x, y| key(y).total_cmp(&key(x)));
     out
 }
 

@@ -100,15 +100,20 @@ impl WasmModel {
         to_js(&ModelSummary {
             nodes: self.model.graph.node_count(),
             ops: crate::report::op_histogram(&self.model),
-            opsets: (self.model.proto.opset_import.iter())
-                .map(|o| (o.domain.clone(), o.version))
-                .collect(),
+            opsets: {
+                // Inserted one by one: collecting into a BTreeMap sorts with a copy of its own.
+                let mut m = BTreeMap::new();
+                for o in &self.model.proto.opset_import {
+                    m.insert(o.domain.clone(), o.version);
+                }
+                m
+            },
             inputs: ports(NodeKind::Input),
             outputs: ports(NodeKind::Output),
             summed_dims: {
                 let sums = crate::runtime::inputs::with_stated_sums(&self.model, &HashMap::new());
                 let mut names: Vec<String> = sums.into_keys().collect();
-                names.sort();
+                crate::ops::common::sort_by_dyn(&mut names, &|a, b| a.cmp(b));
                 names
             },
         })

@@ -112,7 +112,7 @@ impl Poly {
         for (m1, c1) in &self.0 {
             for (m2, c2) in &o.0 {
                 let mut m: Vec<Var> = m1.iter().chain(m2).cloned().collect();
-                m.sort();
+                crate::ops::common::sort_by_dyn(&mut m, &|a, b| a.cmp(b));
                 out = out.add(&Poly(BTreeMap::from([(m, c1.checked_mul(*c2)?)])))?;
             }
         }
