@@ -95,18 +95,23 @@ fn const_fold_evaluates_constant_subgraphs_only() {
 
 #[test]
 fn const_fold_leaves_large_outputs_and_overridable_initializers() {
-    // EyeLike of a 2048x2048 constant would fold into 4M elements: over the folding limit.
+    // Expand of a 2048-element constant to 2048x2048 would fold into 4M elements: growth over
+    // the folding limit.
     let mut b = GraphBuilder::new("g", 17);
     let x = b.input("X", DType::F32, dims(&[2048, 2048]));
-    let big = b.initializer(
+    let row = b.initializer(
         "Z",
-        &Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[2048, 2048]))),
+        &Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[2048]))),
     );
-    let e = b.op("EyeLike", &[big], vec![]);
+    let shape = b.initializer(
+        "S",
+        &Tensor::I64(ndarray::arr1(&[2048i64, 2048]).into_dyn()),
+    );
+    let e = b.op("Expand", &[row, shape], vec![]);
     let y = b.op("Add", &[e, x], vec![]);
     b.output(y, "Y");
     let (opt, trace) = run(&b.build(), &["const_fold"]);
-    assert_eq!(ops(&opt), count(&[("Add", 1), ("EyeLike", 1)]));
+    assert_eq!(ops(&opt), count(&[("Add", 1), ("Expand", 1)]));
     assert!(
         trace
             .rejected
@@ -115,6 +120,19 @@ fn const_fold_leaves_large_outputs_and_overridable_initializers() {
         "{:?}",
         trace.rejected
     );
+
+    // A Cast of a 4M-element constant is the same weight in another type, not growth: it folds.
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F64, dims(&[2048, 2048]));
+    let big = b.initializer(
+        "W",
+        &Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[2048, 2048]))),
+    );
+    let c = b.op("Cast", &[big], vec![attr::int("to", 11)]);
+    let y = b.op("Add", &[c, x], vec![]);
+    b.output(y, "Y");
+    let (opt, _) = run(&b.build(), &["const_fold"]);
+    assert_eq!(ops(&opt), count(&[("Add", 1)]));
 
     // An initializer that is also a graph input is a default, not a constant.
     let mut b = GraphBuilder::new("g", 17);

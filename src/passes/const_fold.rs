@@ -1,6 +1,9 @@
 //! Constant folding through the ops layer's reference kernels (`ops::evaluate`): a node whose inputs are all constants is
 //! evaluated once and its outputs become initializers. Constant nodes fold into initializers.
-//! Nodes whose outputs would be large are left alone, so a fold never inflates the model much.
+//! Nodes whose outputs would be large are left alone, so a fold never inflates the model much:
+//! an output may have `MAX_FOLD_ELEMENTS`, or as many elements as the node's largest constant
+//! input (a Cast or Transpose of a weight, as onnxruntime's fp16 converter writes for the weights
+//! an IR 3 file lists as inputs, is the weight in another form, not growth).
 //! A DequantizeLinear of constants is left alone too: it is a weight's quantized storage, which
 //! folding would inflate (4 to 8 times) and hide from the fusion that reads it (`matmul_nbits`)
 //! and from onnxruntime's own QDQ handling.
@@ -50,9 +53,15 @@ impl Rule for ConstantFolding {
             return Proposal::NoMatch;
         }
         let opset = model.opset(&node.domain).unwrap_or(1);
+        let largest_input = (node.inputs.iter().flatten())
+            .filter_map(|&v| g.constant(v))
+            .map(|t| t.dims.iter().map(|&d| d.max(0) as u64).product::<u64>())
+            .max()
+            .unwrap_or(0);
+        let cap = (MAX_FOLD_ELEMENTS as u64).max(largest_input);
         // Kernels refuse outputs past the folding cap before allocating them.
         let fold_limits = Limits {
-            max_tensor_bytes: (MAX_FOLD_ELEMENTS as u64) * 8,
+            max_tensor_bytes: cap.saturating_mul(8),
         };
         let mut args = Vec::with_capacity(node.inputs.len());
         for v in &node.inputs {
@@ -86,7 +95,7 @@ impl Rule for ConstantFolding {
             Ok(o) => o,
             Err(e) if e.contains("byte limit") => {
                 return Proposal::Reject(format!(
-                    "output is over the {MAX_FOLD_ELEMENTS} element folding limit: {e}"
+                    "output is over the {cap} element folding limit: {e}"
                 ))
             }
             Err(e) => return Proposal::Reject(format!("evaluation failed: {e}")),
@@ -98,9 +107,9 @@ impl Rule for ConstantFolding {
                 node.outputs.len()
             ));
         }
-        if let Some(big) = outs.iter().find(|t| t.len() > MAX_FOLD_ELEMENTS) {
+        if let Some(big) = outs.iter().find(|t| t.len() as u64 > cap) {
             return Proposal::Reject(format!(
-                "output has {} elements, over the {MAX_FOLD_ELEMENTS} folding limit",
+                "output has {} elements, over the {cap} folding limit",
                 big.len()
             ));
         }

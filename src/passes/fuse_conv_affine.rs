@@ -16,13 +16,14 @@
 //! (W·c scales output channel m of W by c[m]; B is 0 when the Conv has none.) Exact in real
 //! arithmetic: both nodes are affine per output channel.
 //!
-//! Guards: the constant is float32 and varies at most along the channel axis (axis 1) of the
-//! node's output once broadcast, and has no more dimensions than that output, so the Mul/Add
-//! neither broadcasts the output to a larger shape nor mixes channels; the Conv's W and B (or the
-//! BatchNormalization's scale and B) are float32 constants with one value per channel; the
+//! Guards: the output is float32 or float16; the constant is a float32 or float16 constant that
+//! varies at most along the channel axis (axis 1) of the node's output once broadcast, and has no
+//! more dimensions than that output, so the Mul/Add neither broadcasts the output to a larger
+//! shape nor mixes channels; the Conv's W (of the output's type) and B, or the
+//! BatchNormalization's scale and B, are float constants with one value per channel; the
 //! BatchNormalization is in inference mode and per channel; the output feeds only the Mul/Add and
-//! is not a graph output. Values are computed in float64 and rounded once (parity within float32
-//! rounding of the two-step result).
+//! is not a graph output. Values are computed in float64 and rounded once to each parameter's
+//! type (parity within that type's rounding of the two-step result).
 
 use crate::ir::{Model, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
@@ -98,26 +99,26 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
         return Err(format!("{what} has more than one output"));
     }
     sole_consumer(g, t).map_err(|why| format!("{what} output {why}"))?;
-    if g.value(t).ty.dtype != Some(DType::F32) {
-        return Err(format!("'{}' is not known to be float32", g.name(t)));
+    let dt = g.value(t).ty.dtype;
+    if !matches!(dt, Some(DType::F32 | DType::F16)) {
+        return Err(format!(
+            "'{}' is not known to be float32 or float16",
+            g.name(t)
+        ));
     }
-    let c = match constant_value(model, c_id).as_deref() {
-        Some(Tensor::F32(c)) => c.clone(),
-        _ => {
-            return Err(format!(
-                "{}'s other operand '{}' is not a float32 constant",
-                op.op_type,
-                g.name(c_id)
-            ))
-        }
-    };
-    let f32_constant = |v: Option<ValueId>, what: &str| -> Result<ndarray::ArrayD<f32>, String> {
+    // A float constant: its values (in float64) and shape, and its type.
+    let float_constant = |v: Option<ValueId>, what: &str| -> Result<Floats, String> {
         let v = v.ok_or(format!("{what} is absent"))?;
         match constant_value(model, v).as_deref() {
-            Some(Tensor::F32(a)) => Ok(a.clone()),
-            _ => Err(format!("{what} '{}' is not a float32 constant", g.name(v))),
+            Some(a) if matches!(a.dtype(), DType::F32 | DType::F16) => Ok(Floats {
+                values: a.to_f64_vec(),
+                shape: a.shape().to_vec(),
+                dtype: a.dtype(),
+            }),
+            _ => Err(format!("{what} '{}' is not a float constant", g.name(v))),
         }
     };
+    let c = float_constant(Some(c_id), &format!("{}'s other operand", op.op_type))?;
     let mut patch = Patch {
         remove: vec![host_id, id],
         ..Default::default()
@@ -132,39 +133,45 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
     node.outputs = vec![Some(y.into())];
     node.attributes = host.attributes().to_vec();
     node.inputs = host.inputs.iter().map(|v| v.map(Into::into)).collect();
+    // Per-channel parameters `p` (one value per channel) replaced by `f(p, k)`, in p's type.
+    let redo = |patch: &mut Patch, p: &Floats, k: &[f64], suffix: &str, f: Combine| {
+        let v: Vec<f64> = p.values.iter().zip(k).map(|(&a, &b)| f(a, b)).collect();
+        typed(v, &p.shape, p.dtype).map(|t| new_input(patch, suffix, t))
+    };
+    let scale: Combine = |a, b| a * b;
+    let shift: Combine = |a, b| a + b;
     match kind {
         Host::Conv => {
-            let w = f32_constant(host.input(1), "Conv's W")?;
-            let m = w.shape().first().copied().unwrap_or(0);
-            let k = per_channel(&c, w.ndim(), m)?;
+            let w = float_constant(host.input(1), "Conv's W")?;
+            if Some(w.dtype) != dt {
+                return Err(format!("Conv's W is {}, its output {dt:?}", w.dtype));
+            }
+            let m = w.shape.first().copied().unwrap_or(0);
+            let k = per_channel(&c, w.shape.len(), m)?;
             let b = match host.input(2) {
-                Some(b) => f32_constant(Some(b), "Conv's B")?
-                    .iter()
-                    .map(|&v| v as f64)
-                    .collect(),
-                None => vec![0.0; m],
+                Some(b) => float_constant(Some(b), "Conv's B")?,
+                None => Floats {
+                    values: vec![0.0; m],
+                    shape: vec![m],
+                    dtype: w.dtype,
+                },
             };
-            if b.len() != m {
-                return Err(format!("Conv's B has {} values for {m} channels", b.len()));
+            if b.values.len() != m {
+                return Err(format!(
+                    "Conv's B has {} values for {m} channels",
+                    b.values.len()
+                ));
             }
             node.inputs.resize(3, None);
             if mul {
-                let mut w2 = w;
-                let per = (w2.len() / m.max(1)).max(1);
-                let slice = w2.as_slice_mut().ok_or("W is not contiguous")?;
-                for (ch, chunk) in slice.chunks_exact_mut(per).enumerate() {
-                    chunk
-                        .iter_mut()
-                        .for_each(|v| *v = (*v as f64 * k[ch]) as f32);
-                }
-                node.inputs[1] = Some(new_input(&mut patch, "folded_W", Tensor::F32(w2)));
+                let per = (w.values.len() / m.max(1)).max(1);
+                let kw: Vec<f64> = (0..w.values.len()).map(|i| k[i / per]).collect();
+                node.inputs[1] = Some(redo(&mut patch, &w, &kw, "folded_W", scale)?);
                 if host.input(2).is_some() {
-                    let b2 = (0..m).map(|ch| b[ch] * k[ch]).collect();
-                    node.inputs[2] = Some(new_input(&mut patch, "folded_B", vector(b2)));
+                    node.inputs[2] = Some(redo(&mut patch, &b, &k, "folded_B", scale)?);
                 }
             } else {
-                let b2 = (0..m).map(|ch| b[ch] + k[ch]).collect();
-                node.inputs[2] = Some(new_input(&mut patch, "folded_B", vector(b2)));
+                node.inputs[2] = Some(redo(&mut patch, &b, &k, "folded_B", shift)?);
             }
         }
         Host::BatchNorm => {
@@ -178,23 +185,18 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
                 .ty
                 .rank()
                 .ok_or("the BatchNormalization output's rank is unknown")?;
-            let scale = f32_constant(host.input(1), "scale")?;
-            let bias = f32_constant(host.input(2), "B")?;
-            let m = scale.len();
-            if bias.len() != m {
-                return Err(format!("B has {} values, scale {m}", bias.len()));
+            let gamma = float_constant(host.input(1), "scale")?;
+            let beta = float_constant(host.input(2), "B")?;
+            let m = gamma.values.len();
+            if beta.values.len() != m {
+                return Err(format!("B has {} values, scale {m}", beta.values.len()));
             }
             let k = per_channel(&c, rank, m)?;
-            let scale: Vec<f64> = scale.iter().map(|&v| v as f64).collect();
-            let bias: Vec<f64> = bias.iter().map(|&v| v as f64).collect();
             if mul {
-                let s2 = (0..m).map(|ch| scale[ch] * k[ch]).collect();
-                node.inputs[1] = Some(new_input(&mut patch, "folded_scale", vector(s2)));
-                let b2 = (0..m).map(|ch| bias[ch] * k[ch]).collect();
-                node.inputs[2] = Some(new_input(&mut patch, "folded_B", vector(b2)));
+                node.inputs[1] = Some(redo(&mut patch, &gamma, &k, "folded_scale", scale)?);
+                node.inputs[2] = Some(redo(&mut patch, &beta, &k, "folded_B", scale)?);
             } else {
-                let b2 = (0..m).map(|ch| bias[ch] + k[ch]).collect();
-                node.inputs[2] = Some(new_input(&mut patch, "folded_B", vector(b2)));
+                node.inputs[2] = Some(redo(&mut patch, &beta, &k, "folded_B", shift)?);
             }
         }
     }
@@ -202,19 +204,28 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
     Ok(Some(patch))
 }
 
-fn vector(v: Vec<f64>) -> Tensor {
-    let v: Vec<f32> = v.into_iter().map(|x| x as f32).collect();
-    Tensor::F32(ndarray::Array1::from(v).into_dyn())
+/// How a parameter and the constant's value for its channel combine (a scale, a shift).
+type Combine = fn(f64, f64) -> f64;
+
+/// A float constant's values in float64, its shape and its element type.
+struct Floats {
+    values: Vec<f64>,
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+/// `v` of `shape` as a tensor of `dtype` (each value rounded once).
+fn typed(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor, String> {
+    ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), v)
+        .ok()
+        .and_then(|a| Tensor::F64(a).cast(dtype))
+        .ok_or_else(|| format!("the folded values do not fit the shape {shape:?}"))
 }
 
 /// The constant `c`, broadcast against an output of `rank` dims with `m` channels on axis 1, as
 /// one value per channel; an error when it would vary along another axis or add dimensions.
-pub(crate) fn per_channel(
-    c: &ndarray::ArrayD<f32>,
-    rank: usize,
-    m: usize,
-) -> Result<Vec<f64>, String> {
-    let shape = c.shape();
+fn per_channel(c: &Floats, rank: usize, m: usize) -> Result<Vec<f64>, String> {
+    let shape = &c.shape;
     if shape.len() > rank || rank < 2 {
         return Err(format!(
             "the constant's shape {shape:?} has more dimensions than the output's {rank}"
@@ -229,10 +240,9 @@ pub(crate) fn per_channel(
             ));
         }
     }
-    let values: Vec<f64> = c.iter().map(|&v| v as f64).collect();
-    Ok(if values.len() == m {
-        values
+    Ok(if c.values.len() == m {
+        c.values.clone()
     } else {
-        vec![values[0]; m]
+        vec![c.values[0]; m]
     })
 }

@@ -12,16 +12,19 @@
 //! Guards: inference mode (no training outputs, `training_mode` 0) and per-channel statistics
 //! (`spatial`); W, B (if any) and the four BatchNormalization inputs are constants of the right
 //! lengths ([M], M = W's first dim); Conv's output is read only by the BatchNormalization and is
-//! not a graph output; float32. The folded values are computed in float64 and rounded once, so
-//! they differ from the two-step result by rounding only (parity within 1e-5 relative).
+//! not a graph output; float32 or float16 (W and B of the data's type; the statistics float32 or
+//! float16). The folded values are computed in float64 and rounded once to the data's type, so
+//! they differ from the two-step result by rounding only (parity within 1e-5 relative in
+//! float32).
 
 use crate::ir::{Model, NodeId};
 use crate::onnx::tensor::from_tensor;
 use crate::ops::norm::BatchNormalization;
 use crate::passes::matchers::{
-    constant_value, fresh_node_name, produced_by, require_f32, sole_consumer,
+    constant_value, fresh_node_name, produced_by, require_f32_or_f16, sole_consumer,
 };
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
+use crate::tensor::DType;
 use crate::Tensor;
 
 pub struct FuseConvBatchNorm;
@@ -62,25 +65,26 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
         return Err("BatchNormalization is in training mode or not per channel".into());
     }
     sole_consumer(g, t).map_err(|why| format!("Conv output {why}"))?;
-    require_f32(g, t)?;
+    let dt = require_f32_or_f16(g, t)?;
+    // The statistics may be float32 beside float16 data (BatchNormalization's T1/T2).
     let constant = |i: Option<crate::ir::ValueId>, what: &str| -> Result<Vec<f64>, String> {
         let v = i.ok_or(format!("{what} is absent"))?;
         match constant_value(model, v).as_deref() {
-            Some(t @ Tensor::F32(_)) => Ok(t.to_f64_vec()),
-            _ => Err(format!("{what} '{}' is not a float32 constant", g.name(v))),
+            Some(t) if matches!(t.dtype(), DType::F32 | DType::F16) => Ok(t.to_f64_vec()),
+            _ => Err(format!("{what} '{}' is not a float constant", g.name(v))),
         }
     };
     let w_id = conv.input(1).ok_or("Conv has no W")?;
-    let w = match constant_value(model, w_id).as_deref() {
-        Some(Tensor::F32(w)) => w.clone(),
+    let (w, w_shape) = match constant_value(model, w_id).as_deref() {
+        Some(w) if w.dtype() == dt => (w.to_f64_vec(), w.shape().to_vec()),
         _ => {
             return Err(format!(
-                "Conv's W '{}' is not a float32 constant",
+                "Conv's W '{}' is not a {dt} constant",
                 g.name(w_id)
             ))
         }
     };
-    let m = w.shape().first().copied().unwrap_or(0);
+    let m = w_shape.first().copied().unwrap_or(0);
     let per_channel = |v: Vec<f64>, what: &str| {
         if v.len() == m {
             Ok(v)
@@ -100,22 +104,19 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
     let (mean, var) = (stat(3, "input_mean")?, stat(4, "input_var")?);
     let eps = attrs.epsilon as f64;
     let s: Vec<f64> = (0..m).map(|c| scale[c] / (var[c] + eps).sqrt()).collect();
-    let mut w2 = w;
-    let per = w2.len() / m.max(1);
-    for (c, chunk) in w2
-        .as_slice_mut()
-        .ok_or("W is not contiguous")?
-        .chunks_exact_mut(per.max(1))
-        .enumerate()
-    {
-        chunk
-            .iter_mut()
-            .for_each(|v| *v = (*v as f64 * s[c]) as f32);
-    }
-    let b2: Vec<f32> = (0..m)
-        .map(|c| ((conv_b[c] - mean[c]) * s[c] + bias[c]) as f32)
+    let per = (w.len() / m.max(1)).max(1);
+    let w2: Vec<f64> = w.iter().enumerate().map(|(i, &v)| v * s[i / per]).collect();
+    let b2: Vec<f64> = (0..m)
+        .map(|c| (conv_b[c] - mean[c]) * s[c] + bias[c])
         .collect();
-    let b2 = Tensor::F32(ndarray::Array1::from(b2).into_dyn());
+    // Rounded once, to the data's type.
+    let typed = |v: Vec<f64>, shape: &[usize]| {
+        ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), v)
+            .ok()
+            .and_then(|a| Tensor::F64(a).cast(dt))
+            .ok_or("the folded values do not fit W's shape")
+    };
+    let (w2, b2) = (typed(w2, &w_shape)?, typed(b2, &[m])?);
 
     let mut patch = Patch {
         remove: vec![conv_id, id],
@@ -123,7 +124,7 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
     };
     let base = g.name(y).to_string();
     let name = g.fresh_name(&format!("{base}_folded_W"));
-    let wv = patch.new_initializer(&name, from_tensor(&name, &Tensor::F32(w2)));
+    let wv = patch.new_initializer(&name, from_tensor(&name, &w2));
     let name = g.fresh_name(&format!("{base}_folded_B"));
     let bv = patch.new_initializer(&name, from_tensor(&name, &b2));
     let mut folded = NewNode::new("Conv", "");
