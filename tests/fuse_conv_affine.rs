@@ -112,31 +112,42 @@ fn what_must_not_fold() {
     reject(Variant::ConvOutput, "is a graph output");
 }
 
-/// BatchNormalization (after a Concat, so no Conv takes it) then Mul and Add: one
-/// BatchNormalization with scale·c and B·c + d.
-fn batchnorm_model() -> Model {
-    let mut b = GraphBuilder::new("bn_affine", 15);
-    let x = b.input("x", fuselab::DType::F32, x_dims());
-    let var = seeded_f32(&[3], 5)
+/// `Add(Mul(BatchNormalization(t), c), d)` over `m` channels, every parameter seeded and passed
+/// through `ty` (the element type under test).
+fn norm_scale_shift(
+    b: &mut GraphBuilder,
+    t: ValueId,
+    m: usize,
+    ty: fn(Tensor) -> Tensor,
+) -> ValueId {
+    let var = seeded_f32(&[m], 5)
         .as_f32()
         .unwrap()
         .mapv(|v| v.abs() + 0.5);
     let ins = [
-        x,
-        b.initializer("scale", &seeded_f32(&[3], 6)),
-        b.initializer("bias", &seeded_f32(&[3], 7)),
-        b.initializer("mean", &seeded_f32(&[3], 8)),
-        b.initializer("var", &Tensor::F32(var)),
+        t,
+        b.initializer("scale", &ty(seeded_f32(&[m], 6))),
+        b.initializer("bias", &ty(seeded_f32(&[m], 7))),
+        b.initializer("mean", &ty(seeded_f32(&[m], 8))),
+        b.initializer("var", &ty(Tensor::F32(var))),
     ];
     let n = b.op(
         "BatchNormalization",
         &ins,
         vec![attr::float("epsilon", 1e-3)],
     );
-    let c = b.initializer("c", &seeded_f32(&[3, 1, 1], 9));
-    let d = b.initializer("d", &seeded_f32(&[3, 1, 1], 10));
+    let c = b.initializer("c", &ty(seeded_f32(&[m, 1, 1], 9)));
     let s = b.op("Mul", &[n, c], vec![]);
-    let y = b.op("Add", &[s, d], vec![]);
+    let d = b.initializer("d", &ty(seeded_f32(&[m, 1, 1], 10)));
+    b.op("Add", &[s, d], vec![])
+}
+
+/// BatchNormalization of the input (no Conv to take it) then Mul and Add: one
+/// BatchNormalization with scale·c and B·c + d.
+fn batchnorm_model() -> Model {
+    let mut b = GraphBuilder::new("bn_affine", 15);
+    let x = b.input("x", fuselab::DType::F32, x_dims());
+    let y = norm_scale_shift(&mut b, x, 3, |t| t);
     b.output(y, "y");
     b.build()
 }
@@ -154,22 +165,7 @@ fn caffe2_style(ir_version: i64) -> Model {
     let mut b = GraphBuilder::new("ir3", 9);
     let x = b.input("x", fuselab::DType::F32, x_dims());
     let t = conv(&mut b, x, true);
-    let var = seeded_f32(&[4], 5)
-        .as_f32()
-        .unwrap()
-        .mapv(|v| v.abs() + 0.5);
-    let ins = [
-        t,
-        b.initializer("scale", &seeded_f32(&[4], 6)),
-        b.initializer("bias", &seeded_f32(&[4], 7)),
-        b.initializer("mean", &seeded_f32(&[4], 8)),
-        b.initializer("var", &Tensor::F32(var)),
-    ];
-    let n = b.op("BatchNormalization", &ins, vec![]);
-    let c = b.initializer("c", &seeded_f32(&[4, 1, 1], 9));
-    let s = b.op("Mul", &[n, c], vec![]);
-    let d = b.initializer("d", &seeded_f32(&[4, 1, 1], 10));
-    let y = b.op("Add", &[s, d], vec![]);
+    let y = norm_scale_shift(&mut b, t, 4, |t| t);
     let r = b.op("Relu", &[y], vec![]);
     b.output(r, "y");
     let mut m = b.build();
@@ -240,7 +236,7 @@ fn from_ir4_on_a_weight_listed_as_an_input_may_be_fed_so_nothing_folds() {
 fn a_float16_chain_folds_into_a_float16_conv() {
     let mut b = GraphBuilder::new("f16", 15);
     let x = b.input("x", fuselab::DType::F16, x_dims());
-    let h = |t: Tensor| Tensor::F16(t.as_f32().unwrap().mapv(half::f16::from_f32));
+    let h: fn(Tensor) -> Tensor = |t| Tensor::F16(t.as_f32().unwrap().mapv(half::f16::from_f32));
     let w = b.initializer("w", &h(seeded_f32(&[4, 3, 3, 3], 1)));
     let bias = b.initializer("b", &h(seeded_f32(&[4], 2)));
     let t = b.op(
@@ -248,22 +244,7 @@ fn a_float16_chain_folds_into_a_float16_conv() {
         &[x, w, bias],
         vec![attr::ints("pads", &[1, 1, 1, 1])],
     );
-    let var = seeded_f32(&[4], 5)
-        .as_f32()
-        .unwrap()
-        .mapv(|v| v.abs() + 0.5);
-    let ins = [
-        t,
-        b.initializer("scale", &h(seeded_f32(&[4], 6))),
-        b.initializer("bias", &h(seeded_f32(&[4], 7))),
-        b.initializer("mean", &h(seeded_f32(&[4], 8))),
-        b.initializer("var", &h(Tensor::F32(var))),
-    ];
-    let n = b.op("BatchNormalization", &ins, vec![]);
-    let c = b.initializer("c", &h(seeded_f32(&[4, 1, 1], 9)));
-    let s = b.op("Mul", &[n, c], vec![]);
-    let d = b.initializer("d", &h(seeded_f32(&[4, 1, 1], 10)));
-    let y = b.op("Add", &[s, d], vec![]);
+    let y = norm_scale_shift(&mut b, t, 4, h);
     let r = b.op("Relu", &[y], vec![]);
     b.output(r, "y");
     let m16 = b.build();
