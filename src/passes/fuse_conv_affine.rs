@@ -25,10 +25,10 @@
 //! is not a graph output. Values are computed in float64 and rounded once to each parameter's
 //! type (parity within that type's rounding of the two-step result).
 
-use crate::ir::{Model, NodeId, ValueId};
+use crate::ir::{Model, NodeId};
 use crate::onnx::tensor::from_tensor;
-use crate::ops::norm::BatchNormalization;
-use crate::passes::matchers::{constant_value, fresh_node_name, other_input, sole_consumer};
+use crate::passes::fuse_conv_batchnorm::{float_constant, inference_norm, rounded, Floats};
+use crate::passes::matchers::{fresh_node_name, other_input, sole_consumer};
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::DType;
 use crate::Tensor;
@@ -106,19 +106,11 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
             g.name(t)
         ));
     }
-    // A float constant: its values (in float64) and shape, and its type.
-    let float_constant = |v: Option<ValueId>, what: &str| -> Result<Floats, String> {
-        let v = v.ok_or(format!("{what} is absent"))?;
-        match constant_value(model, v).as_deref() {
-            Some(a) if matches!(a.dtype(), DType::F32 | DType::F16) => Ok(Floats {
-                values: a.to_f64_vec(),
-                shape: a.shape().to_vec(),
-                dtype: a.dtype(),
-            }),
-            _ => Err(format!("{what} '{}' is not a float constant", g.name(v))),
-        }
-    };
-    let c = float_constant(Some(c_id), &format!("{}'s other operand", op.op_type))?;
+    let c = float_constant(
+        model,
+        Some(c_id),
+        &format!("{}'s other operand", op.op_type),
+    )?;
     let mut patch = Patch {
         remove: vec![host_id, id],
         ..Default::default()
@@ -136,20 +128,20 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
     // Per-channel parameters `p` (one value per channel) replaced by `f(p, k)`, in p's type.
     let redo = |patch: &mut Patch, p: &Floats, k: &[f64], suffix: &str, f: Combine| {
         let v: Vec<f64> = p.values.iter().zip(k).map(|(&a, &b)| f(a, b)).collect();
-        typed(v, &p.shape, p.dtype).map(|t| new_input(patch, suffix, t))
+        rounded(v, &p.shape, p.dtype).map(|t| new_input(patch, suffix, t))
     };
     let scale: Combine = |a, b| a * b;
     let shift: Combine = |a, b| a + b;
     match kind {
         Host::Conv => {
-            let w = float_constant(host.input(1), "Conv's W")?;
+            let w = float_constant(model, host.input(1), "Conv's W")?;
             if Some(w.dtype) != dt {
                 return Err(format!("Conv's W is {}, its output {dt:?}", w.dtype));
             }
             let m = w.shape.first().copied().unwrap_or(0);
             let k = per_channel(&c, w.shape.len(), m)?;
             let b = match host.input(2) {
-                Some(b) => float_constant(Some(b), "Conv's B")?,
+                Some(b) => float_constant(model, Some(b), "Conv's B")?,
                 None => Floats {
                     values: vec![0.0; m],
                     shape: vec![m],
@@ -175,18 +167,14 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
             }
         }
         Host::BatchNorm => {
-            let attrs = crate::ops::attrs_of::<BatchNormalization>(model, host)
-                .ok_or("BatchNormalization's attributes do not parse")?;
-            if attrs.training(host) || !attrs.spatial {
-                return Err("BatchNormalization is in training mode or not per channel".into());
-            }
+            inference_norm(model, host)?;
             let rank = g
                 .value(t)
                 .ty
                 .rank()
                 .ok_or("the BatchNormalization output's rank is unknown")?;
-            let gamma = float_constant(host.input(1), "scale")?;
-            let beta = float_constant(host.input(2), "B")?;
+            let gamma = float_constant(model, host.input(1), "scale")?;
+            let beta = float_constant(model, host.input(2), "B")?;
             let m = gamma.values.len();
             if beta.values.len() != m {
                 return Err(format!("B has {} values, scale {m}", beta.values.len()));
@@ -206,21 +194,6 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
 
 /// How a parameter and the constant's value for its channel combine (a scale, a shift).
 type Combine = fn(f64, f64) -> f64;
-
-/// A float constant's values in float64, its shape and its element type.
-struct Floats {
-    values: Vec<f64>,
-    shape: Vec<usize>,
-    dtype: DType,
-}
-
-/// `v` of `shape` as a tensor of `dtype` (each value rounded once).
-fn typed(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor, String> {
-    ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), v)
-        .ok()
-        .and_then(|a| Tensor::F64(a).cast(dtype))
-        .ok_or_else(|| format!("the folded values do not fit the shape {shape:?}"))
-}
 
 /// The constant `c`, broadcast against an output of `rank` dims with `m` channels on axis 1, as
 /// one value per channel; an error when it would vary along another axis or add dimensions.

@@ -17,7 +17,7 @@
 //! they differ from the two-step result by rounding only (parity within 1e-5 relative in
 //! float32).
 
-use crate::ir::{Model, NodeId};
+use crate::ir::{Model, NodeId, ValueId};
 use crate::onnx::tensor::from_tensor;
 use crate::ops::norm::BatchNormalization;
 use crate::passes::matchers::{
@@ -59,31 +59,21 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
     let Some((conv_id, conv)) = produced_by(g, t, "Conv") else {
         return Ok(None);
     };
-    let attrs = crate::ops::attrs_of::<BatchNormalization>(model, bn)
-        .ok_or("BatchNormalization's attributes do not parse")?;
-    if attrs.training(bn) || !attrs.spatial {
-        return Err("BatchNormalization is in training mode or not per channel".into());
-    }
+    let attrs = inference_norm(model, bn)?;
     sole_consumer(g, t).map_err(|why| format!("Conv output {why}"))?;
     let dt = require_f32_or_f16(g, t)?;
     // The statistics may be float32 beside float16 data (BatchNormalization's T1/T2).
-    let constant = |i: Option<crate::ir::ValueId>, what: &str| -> Result<Vec<f64>, String> {
-        let v = i.ok_or(format!("{what} is absent"))?;
-        match constant_value(model, v).as_deref() {
-            Some(t) if matches!(t.dtype(), DType::F32 | DType::F16) => Ok(t.to_f64_vec()),
-            _ => Err(format!("{what} '{}' is not a float constant", g.name(v))),
-        }
-    };
+    let constant =
+        |i: Option<ValueId>, what: &str| float_constant(model, i, what).map(|f| f.values);
     let w_id = conv.input(1).ok_or("Conv has no W")?;
-    let (w, w_shape) = match constant_value(model, w_id).as_deref() {
-        Some(w) if w.dtype() == dt => (w.to_f64_vec(), w.shape().to_vec()),
-        _ => {
-            return Err(format!(
-                "Conv's W '{}' is not a {dt} constant",
-                g.name(w_id)
-            ))
-        }
-    };
+    let Floats {
+        values: w,
+        shape: w_shape,
+        ..
+    } = float_constant(model, Some(w_id), "Conv's W")
+        .ok()
+        .filter(|w| w.dtype == dt)
+        .ok_or_else(|| format!("Conv's W '{}' is not a {dt} constant", g.name(w_id)))?;
     let m = w_shape.first().copied().unwrap_or(0);
     let per_channel = |v: Vec<f64>, what: &str| {
         if v.len() == m {
@@ -110,13 +100,7 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
         .map(|c| (conv_b[c] - mean[c]) * s[c] + bias[c])
         .collect();
     // Rounded once, to the data's type.
-    let typed = |v: Vec<f64>, shape: &[usize]| {
-        ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), v)
-            .ok()
-            .and_then(|a| Tensor::F64(a).cast(dt))
-            .ok_or("the folded values do not fit W's shape")
-    };
-    let (w2, b2) = (typed(w2, &w_shape)?, typed(b2, &[m])?);
+    let (w2, b2) = (rounded(w2, &w_shape, dt)?, rounded(b2, &[m], dt)?);
 
     let mut patch = Patch {
         remove: vec![conv_id, id],
@@ -134,4 +118,53 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
     folded.attributes = conv.attributes().to_vec();
     patch.add.push(folded);
     Ok(Some(patch))
+}
+
+/// The BatchNormalization's attributes when it is in inference mode with per-channel statistics
+/// (what a fold into constants needs), else why not.
+pub(crate) fn inference_norm<'a>(
+    model: &Model,
+    bn: &'a crate::ir::Node,
+) -> Result<&'a BatchNormalization, String> {
+    let attrs = crate::ops::attrs_of::<BatchNormalization>(model, bn)
+        .ok_or("BatchNormalization's attributes do not parse")?;
+    if attrs.training(bn) || !attrs.spatial {
+        return Err("BatchNormalization is in training mode or not per channel".into());
+    }
+    Ok(attrs)
+}
+
+/// A float32 or float16 constant: its values in float64, its shape and its element type.
+pub(crate) struct Floats {
+    pub values: Vec<f64>,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+}
+
+/// Input `v` of a fold when it is a float32 or float16 constant (`what` names it in the error).
+pub(crate) fn float_constant(
+    model: &Model,
+    v: Option<ValueId>,
+    what: &str,
+) -> Result<Floats, String> {
+    let v = v.ok_or(format!("{what} is absent"))?;
+    match constant_value(model, v).as_deref() {
+        Some(a) if matches!(a.dtype(), DType::F32 | DType::F16) => Ok(Floats {
+            values: a.to_f64_vec(),
+            shape: a.shape().to_vec(),
+            dtype: a.dtype(),
+        }),
+        _ => Err(format!(
+            "{what} '{}' is not a float constant",
+            model.graph.name(v)
+        )),
+    }
+}
+
+/// Folded values `v` of `shape` as a tensor of `dtype` (each value rounded once).
+pub(crate) fn rounded(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor, String> {
+    ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), v)
+        .ok()
+        .and_then(|a| Tensor::F64(a).cast(dtype))
+        .ok_or_else(|| format!("the folded values do not fit the shape {shape:?}"))
 }
