@@ -205,3 +205,69 @@ fn values_read_by_subgraphs_are_not_redirected() {
     let bytes = fuselab::io::to_bytes(&opt).unwrap();
     fuselab::io::load_bytes(&bytes, &Default::default()).unwrap();
 }
+
+fn ints(b: &mut GraphBuilder, name: &str, v: &[i64]) -> fuselab::ir::ValueId {
+    b.initializer(name, &Tensor::I64(ndarray::arr1(v).into_dyn()))
+}
+
+/// Phi-3's head split when the rotary dim is the whole head: `Slice [0:16]` of a 16-wide axis
+/// (whole) feeds the rotation, `Slice [16:]` (empty) the pass part, and a Concat joins them.
+/// All three go; parity is exact.
+#[test]
+fn whole_slices_empty_concat_parts_and_one_input_concats_are_removed() {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("B"), sym("S"), dims(&[16])[0].clone()]);
+    let (s0, s16, end, ax) = (
+        ints(&mut b, "s0", &[0]),
+        ints(&mut b, "s16", &[16]),
+        ints(&mut b, "end", &[i64::MAX]),
+        ints(&mut b, "ax", &[-1]),
+    );
+    let rot = b.op("Slice", &[x, s0, s16, ax], vec![]);
+    let rot = b.op("Neg", &[rot], vec![]);
+    let pass = b.op("Slice", &[x, s16, end, ax], vec![]);
+    let joined = b.op("Concat", &[rot, pass], vec![attr::int("axis", -1)]);
+    // Whole axes with symbolic sizes: [0, INT64_MAX) in steps of 1 over batch and seq.
+    let (z2, e2, a2) = (
+        ints(&mut b, "z2", &[0, 0]),
+        ints(&mut b, "e2", &[i64::MAX, i64::MAX]),
+        ints(&mut b, "a2", &[0, 1]),
+    );
+    let all = b.op("Slice", &[joined, z2, e2, a2], vec![]);
+    let one = b.op("Concat", &[all], vec![attr::int("axis", 0)]);
+    let y = b.op("Relu", &[one], vec![]);
+    b.output(y, "Y");
+    let m = b.build();
+    let (opt, trace) = run(&m, &["identity", "concat_empty", "dce"]);
+    assert_eq!(ops(&opt), count(&[("Neg", 1), ("Relu", 1)]), "{trace:?}");
+    assert_eq!(parity(&m, &opt, &[("B", 2), ("S", 3)]).max_abs_diff, 0.0);
+}
+
+/// What is not a pass-through stays: a whole-axis Slice with step -1 reverses the axis, a Slice
+/// that keeps part of a known axis, one of a symbolic axis to a bound that may cut it, and a
+/// Concat whose only empty candidate has a size inference cannot tell.
+#[test]
+fn reversing_partial_and_unknown_slices_and_concats_stay() {
+    let mut b = GraphBuilder::new("g", 17);
+    let x = b.input("X", DType::F32, vec![sym("S"), dims(&[8])[0].clone()]);
+    let (s0, s8, ax1) = (
+        ints(&mut b, "s0", &[0]),
+        ints(&mut b, "s8", &[8]),
+        ints(&mut b, "ax1", &[1]),
+    );
+    let (m1, lo, mone) = (
+        ints(&mut b, "m1", &[-1]),
+        ints(&mut b, "lo", &[i64::MIN]),
+        ints(&mut b, "mone", &[-1]),
+    );
+    let reversed = b.op("Slice", &[x, m1, lo, ax1, mone], vec![]);
+    let (s4, ax0) = (ints(&mut b, "s4", &[4]), ints(&mut b, "ax0", &[0]));
+    let part = b.op("Slice", &[reversed, s0, s4, ax1], vec![]);
+    let cut = b.op("Slice", &[part, s0, s8, ax0], vec![]);
+    let joined = b.op("Concat", &[cut, part], vec![attr::int("axis", 0)]);
+    b.output(joined, "Y");
+    let m = b.build();
+    let (opt, _) = run(&m, &["identity", "concat_empty", "dce"]);
+    assert_eq!(ops(&opt), count(&[("Concat", 1), ("Slice", 3)]));
+    assert_eq!(parity(&m, &opt, &[("S", 11)]).max_abs_diff, 0.0);
+}

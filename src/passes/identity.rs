@@ -1,5 +1,9 @@
-//! Identity elimination, and of a Cast to the type its input already has (GPT-2's exporter
-//! casts the attention probabilities float32 → float32).
+//! Nodes that pass their input through unchanged, removed: Identity, a Cast to the type its
+//! input already has (GPT-2's exporter casts the attention probabilities float32 → float32), a
+//! Concat of one input, and a Slice that takes the whole of every axis it slices (Phi-3's export
+//! splits a head into its rotary part and an empty "pass" part when the rotary dim is the whole
+//! head). `concat_empty` drops a Concat's inputs that are empty along its axis (that empty pass
+//! part), leaving a one-input Concat for `identity`.
 //!
 //! ```text
 //!   x ──► Identity ──► y ──► readers        x ──► readers (now reading x)
@@ -8,9 +12,42 @@
 //! `y` directly and x's other readers read `y`. Rejected when neither name can go (x is a graph
 //! input, an initializer or another graph output).
 
-use crate::ir::{Model, NodeId};
+use crate::ir::{Dim, Model, Node, NodeId};
 use crate::ops::{self, cast::Cast};
-use crate::passes::rewrite::{Anchors, Patch, Proposal, Rule, RuleKind};
+use crate::passes::matchers::{concat_axis, constant_value};
+use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
+
+/// Whether `node` writes its input 0 unchanged to its one output.
+fn passes_through(model: &Model, node: &Node) -> bool {
+    let g = &model.graph;
+    let (Some(x), Some(y)) = (node.input(0), node.output(0)) else {
+        return false;
+    };
+    if node.is("Identity") {
+        return true;
+    }
+    if node.is("Cast") {
+        let from = g.value(x).ty.dtype;
+        return from.is_some() && ops::attrs_of::<Cast>(model, node).map(|c| c.to) == from;
+    }
+    if node.is("Concat") {
+        return node.inputs.len() == 1;
+    }
+    if node.is("Slice") {
+        // Same shape and steps all positive: every sliced axis is taken whole, in order (a
+        // negative step over a whole axis reverses it). Shapes come from inference, which counts
+        // with the kernel's own clamping.
+        let (tx, ty) = (&g.value(x).ty, &g.value(y).ty);
+        let forward = match node.input(4) {
+            None => true,
+            Some(s) => constant_value(model, s)
+                .and_then(|t| t.to_i64_vec())
+                .is_some_and(|v| v.iter().all(|&k| k > 0)),
+        };
+        return forward && tx.dtype.is_some() && tx.dtype == ty.dtype && tx.same_shape_as(ty);
+    }
+    false
+}
 
 pub struct IdentityElimination;
 
@@ -24,24 +61,20 @@ impl Rule for IdentityElimination {
     }
 
     fn anchors(&self) -> Anchors {
-        Anchors::onnx(&["Identity", "Cast"])
+        Anchors::onnx(&["Identity", "Cast", "Concat", "Slice"])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let node = g.node(id);
-        let same_type_cast = node.is("Cast")
-            && node.input(0).is_some_and(|x| {
-                let from = g.value(x).ty.dtype;
-                from.is_some() && ops::attrs_of::<Cast>(model, node).map(|c| c.to) == from
-            });
-        if !node.is("Identity") && !same_type_cast {
+        if !passes_through(model, node) {
             return Proposal::NoMatch;
         }
         let (Some(x), Some(y)) = (node.input(0), node.output(0)) else {
             return Proposal::NoMatch;
         };
-        if node.outputs.len() != 1 || node.inputs.len() != 1 {
+        let data_inputs = if node.is("Slice") { 1 } else { node.inputs.len() };
+        if node.outputs.len() != 1 || data_inputs != 1 {
             return Proposal::Reject(format!(
                 "{} with other than one input and one output",
                 node.op_type
@@ -78,6 +111,59 @@ impl Rule for IdentityElimination {
             remove: vec![id, p],
             redirect: vec![(x, y)],
             add: vec![producer.into()],
+            ..Default::default()
+        })
+    }
+}
+
+pub struct ConcatEmpty;
+
+impl Rule for ConcatEmpty {
+    fn name(&self) -> &'static str {
+        "concat_empty"
+    }
+
+    fn kind(&self) -> RuleKind {
+        RuleKind::Cleanup
+    }
+
+    fn anchors(&self) -> Anchors {
+        Anchors::onnx(&["Concat"])
+    }
+
+    fn propose(&self, model: &Model, id: NodeId) -> Proposal {
+        let g = &model.graph;
+        let node = g.node(id);
+        if !node.is("Concat") || node.inputs.len() < 2 {
+            return Proposal::NoMatch;
+        }
+        let Some(rank) = node
+            .output(0)
+            .and_then(|y| g.value(y).ty.shape.as_ref().map(|s| s.len()))
+        else {
+            return Proposal::NoMatch;
+        };
+        let axis = concat_axis(model, node);
+        let Some(axis) = usize::try_from(if axis < 0 { axis + rank as i64 } else { axis })
+            .ok()
+            .filter(|&a| a < rank)
+        else {
+            return Proposal::NoMatch;
+        };
+        let empty = |v: Option<crate::ir::ValueId>| {
+            v.and_then(|v| g.value(v).ty.shape.as_ref().map(|s| s.get(axis) == Some(&Dim::Known(0))))
+                .unwrap_or(false)
+        };
+        let kept: Vec<_> = node.inputs.iter().copied().filter(|&v| !empty(v)).collect();
+        // All empty: the output is empty too, and which input stays is no simpler.
+        if kept.len() == node.inputs.len() || kept.is_empty() {
+            return Proposal::NoMatch;
+        }
+        let mut concat = node.clone();
+        concat.inputs = kept;
+        Proposal::Rewrite(Patch {
+            remove: vec![id],
+            add: vec![NewNode::from(concat)],
             ..Default::default()
         })
     }

@@ -55,6 +55,7 @@ pub use rewrite::{
 pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &dce::DeadNodeElimination,
     &identity::IdentityElimination,
+    &identity::ConcatEmpty,
     &const_fold::ConstantFolding,
     &fold_shapes::ShapeFold,
     &fold_shapes::ReshapeTarget,
