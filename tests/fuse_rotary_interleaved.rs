@@ -29,6 +29,8 @@ struct Spec {
     repeats: [i64; 5],
     /// The tables' seq dim: the input's (true) or 1 (broadcast).
     per_token: bool,
+    /// repeat_interleave as dynamo writes it: Expand to `repeats` instead of Tile by them.
+    expand: bool,
 }
 
 const GPTJ: Spec = Spec {
@@ -36,6 +38,7 @@ const GPTJ: Spec = Spec {
     neg_first: true,
     repeats: [1, 1, 1, 1, 2],
     per_token: true,
+    expand: false,
 };
 
 fn ints(b: &mut GraphBuilder, name: &str, v: &[i64]) -> ValueId {
@@ -69,7 +72,7 @@ fn gptj_model(spec: Spec) -> Model {
         );
         let t = b.op("Unsqueeze", &[t, u2], vec![]);
         let t = b.op("Unsqueeze", &[t, u4], vec![]);
-        let t = b.op("Tile", &[t, tile], vec![]);
+        let t = b.op(if spec.expand { "Expand" } else { "Tile" }, &[t, tile], vec![]);
         tables.push(b.op("Reshape", &[t, flat4], vec![]));
     }
     let (zero, one, two, end, last, cut) = (
@@ -158,6 +161,19 @@ fn partial_rotary_takes_the_whole_head() {
         ..GPTJ
     };
     assert_fuses(partial, Some(R));
+}
+
+#[test]
+fn dynamo_repeat_interleave_by_expand_fuses() {
+    // torch.onnx.export(dynamo=True) repeats each column by Expand(·, [1, 1, 1, 1, 2]).
+    assert_fuses(
+        Spec {
+            expand: true,
+            partial: true,
+            ..GPTJ
+        },
+        Some(R),
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@
 //!            Reshape [B, S, N, r] ─► Mul(·, S4) ┘                      ─► Reshape [B, S, N, r] ─► y
 //!
 //!   C4 = Reshape(Tile(Unsqueeze…(C), [1, 1, 1, 1, 2]), [1, S, 1, r])    cos_cache = Reshape(C, [-1, r/2])
+//!   (dynamo: Expand(Unsqueeze(C), [1, 1, 1, 1, 2]) in place of the Tile)
 //!   (each of C's r/2 columns twice, side by side: repeat_interleave)
 //! ```
 //! Pairs (x[2i], x[2i+1]) become (x[2i]·C[i] − x[2i+1]·S[i], x[2i+1]·C[i] + x[2i]·S[i]), the op's
@@ -27,7 +28,7 @@
 //! from 0 and from 1 to its end with step 2; Neg reads the odd one; each is unsqueezed on a new
 //! last axis and Concat joins (−odd, even) there; a Reshape gives back x's shape (the flatten of
 //! the pairs; checked dim by dim); every removed intermediate is single-use; each table is
-//! `[1, S, 1, r]` from Tile(`[1, S, 1, r/2, 1]`, repeats `[1, 1, 1, 1, 2]`) of Unsqueezes of a
+//! `[1, S, 1, r]` from Tile(`[1, S, 1, r/2, 1]`, repeats `[1, 1, 1, 1, 2]`) or Expand to that shape of Unsqueezes of a
 //! `[1, S, r/2]` C of x's type, with S x's own seq dim.
 
 use crate::ir::attr;
@@ -223,7 +224,7 @@ fn same_dims(got: Option<&[Dim]>, want: &[Dim]) -> bool {
 }
 
 /// The `[1, S, r/2]` table C behind `t4` = `[1, S, 1, r]` Reshape of Tile(Unsqueezes of C,
-/// `[1, 1, 1, 1, 2]`): each of C's columns twice, side by side.
+/// `[1, 1, 1, 1, 2]`) or of Expand(Unsqueezes of C, `[1, 1, 1, 1, 2]`): each of C's columns twice, side by side.
 fn table(model: &Model, t4: ValueId, seq: &Dim, r: i64, what: &str) -> Result<ValueId, String> {
     let g = &model.graph;
     let h = r / 2;
@@ -235,14 +236,19 @@ fn table(model: &Model, t4: ValueId, seq: &Dim, r: i64, what: &str) -> Result<Va
     }
     let (_, rs) = produced_by(g, t4, "Reshape").ok_or_else(|| fail("is not a Reshape"))?;
     let tiled = rs.input(0).ok_or("Reshape has no input")?;
-    let (_, tile) = produced_by(g, tiled, "Tile").ok_or_else(|| fail("is not a Tile"))?;
+    // Tile by [1, 1, 1, 1, 2] (torch's legacy exporter) or Expand to [1, 1, 1, 1, 2] (dynamo):
+    // from [1, S, 1, r/2, 1] both give each column twice, side by side.
+    let (_, tile) = produced_by(g, tiled, "Tile")
+        .or_else(|| produced_by(g, tiled, "Expand"))
+        .ok_or_else(|| fail("is not a Tile or an Expand"))?;
     let repeats = tile.input(1).and_then(|v| constant_value(model, v));
     if repeats.and_then(|t| t.to_i64_vec()).as_deref() != Some(&[1, 1, 1, 1, 2]) {
-        return Err(fail(
-            "does not repeat each column twice (Tile [1, 1, 1, 1, 2])",
-        ));
+        return Err(fail(&format!(
+            "does not repeat each column twice ({} [1, 1, 1, 1, 2])",
+            tile.op_type
+        )));
     }
-    let mut v = tile.input(0).ok_or("Tile has no input")?;
+    let mut v = tile.input(0).ok_or_else(|| format!("{} has no input", tile.op_type))?;
     let want5 = [
         one.clone(),
         seq.clone(),
