@@ -65,6 +65,14 @@ Files (tests/models/zoo/):
                              interleaved ("rotate every two") rotary on the first 8 channels of
                              each head (rotary_dim 8), sin/cos rows gathered from one table,
                              applied on [batch, seq, heads, head] before the head transpose
+  codegen_tiny.onnx          CodeGenForCausalLM, 2 layers, hidden 64, 4 heads of 16: GPT-J's
+                             interleaved rotary on the first 8 channels, q/k/v from one qkv_proj
+  gptj_tiny_dynamo.onnx      gptj_tiny through the dynamo exporter: repeat_interleave of the
+                             sin/cos rows as Expand, the rows gathered by GatherND
+  llama_gqa_tiny_decode_dynamo.onnx
+                             llama_gqa_tiny_decode through the dynamo exporter (the mask's total
+                             is its own dim: torch does not tie it to past + seq, which the
+                             present outputs declare)
   t5_encoder_tiny.onnx       T5EncoderModel (eager: T5 has no sdpa), d_model 64, 4 heads of 16,
                              gated-gelu FFN 128: RMSNorm without mean, unscaled scores plus the
                              relative position bias plus the padding mask
@@ -87,6 +95,7 @@ no torch and can remake one of them alone.
 """
 from __future__ import annotations
 
+import inspect
 import io
 import tempfile
 import warnings
@@ -250,6 +259,17 @@ def build_gptj():
     return CausalLmLogits(GPTJForCausalLM(cfg)).eval()
 
 
+def build_codegen():
+    """CodeGen: GPT-J's interleaved partial rotary (rotary_dim 8 of 16-channel heads) with q, k and
+    v from one fused qkv_proj, split per group of heads; GELU-new MLP; eager attention."""
+    from transformers import CodeGenConfig, CodeGenForCausalLM
+    torch.manual_seed(0)
+    cfg = CodeGenConfig(vocab_size=em.VOCAB, n_positions=128, n_ctx=128, n_embd=64, n_layer=2,
+                        n_head=4, rotary_dim=8, bos_token_id=em.VOCAB - 1,
+                        eos_token_id=em.VOCAB - 1, use_cache=False, tie_word_embeddings=False)
+    return CausalLmLogits(CodeGenForCausalLM(cfg)).eval()
+
+
 def build_t5_encoder():
     from transformers import T5Config, T5EncoderModel
     torch.manual_seed(0)
@@ -394,14 +414,22 @@ def export_dynamo(module, feeds: dict[str, np.ndarray], outputs: list[str],
     """torch.onnx.export(dynamo=True) at OPSET_DYNAMO with the same dynamic axes, optimized by
     the exporter (its default), weights inside the file."""
     dims: dict[str, torch.export.Dim] = {}
-    shapes = {}
+    specs = []
     for name in feeds:
-        shapes[name] = {}
+        spec = {}
         for axis, label in axes.get(name, {}).items():
             if label not in dims:
                 dims[label] = torch.export.Dim(label, min=2, max=128) if label == "seq" \
                     else torch.export.Dim(label)
-            shapes[name][axis] = dims[label]
+            spec[axis] = dims[label]
+        specs.append(spec)
+    # Positional (a module's own argument names need not be the input names); the inputs taken
+    # by a `*past` parameter (the decode step's cache) go in one tuple, as torch.export wants.
+    params = list(inspect.signature(module.forward).parameters.values())
+    named = [p for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        specs = specs[:len(named)] + [tuple(specs[len(named):])]
+    shapes = tuple(specs)
     args = tuple(torch.from_numpy(v) for v in feeds.values())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -486,12 +514,18 @@ EXPORTS = {
                   export_legacy),
     "gptj_tiny": (build_gptj, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
                   export_legacy),
+    "codegen_tiny": (build_codegen, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                     export_legacy),
+    "gptj_tiny_dynamo": (build_gptj, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                         export_dynamo),
     "gpt2_tiny_decode": (build_gpt2_decode, decode_feeds(4, 16), decode_outputs(),
                          decode_axes(), DECODE_SHAPES, export_legacy),
     "llama_gqa_tiny_decode": (build_llama_decode, decode_feeds(2, 16), decode_outputs(),
                               decode_axes(), DECODE_SHAPES, export_legacy),
     "llama_gqa_tiny_decode1": (build_llama_decode, decode_feeds(2, 16), decode_outputs(),
                                decode_axes(), DECODE_ONE_SHAPES, export_legacy),
+    "llama_gqa_tiny_decode_dynamo": (build_llama_decode, decode_feeds(2, 16), decode_outputs(),
+                                     decode_axes(), DECODE_SHAPES, export_dynamo),
     "t5_encoder_tiny": (build_t5_encoder, text_feeds, ["last_hidden_state"],
                         lm_axes("last_hidden_state"), TEXT_SHAPES, export_legacy),
     "distilbert_tiny": (build_distilbert, text_feeds, ["last_hidden_state"],

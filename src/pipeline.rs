@@ -184,8 +184,10 @@ pub fn optimize_with(
 }
 
 /// `check_parity`, and where the original fails at the default size of a symbolic dim the caller
-/// left open, again with one such dim at 1, each in the order the inputs name them (an export
-/// traced at one new token, whose grouped-query Reshape holds only there, runs at seq = 1). The
+/// left open, again: with an open dim that no output names at a sum the outputs declare
+/// (`declared_sums`: a dynamo decode step's mask `total` at `past + seq`), then with one open dim
+/// at 1, each in the order the inputs name them (an export traced at one new token, whose
+/// grouped-query Reshape holds only there, runs at seq = 1). The
 /// first run that works is the check, with `resized` saying what happened and `dims` updated;
 /// when none does, the first error.
 fn parity_sized(
@@ -211,6 +213,20 @@ fn parity_sized(
             }
         }
     }
+    // First the sums the outputs declare (their sizes at these dims), then each open dim at 1.
+    let sums = declared_sums(g, &open, dims);
+    for (s, size, expr) in sums {
+        let mut at = dims.clone();
+        at.insert(s.clone(), size);
+        if let Ok((mut p, sizes)) = check_parity(original, optimized, rewrites, opts, &at) {
+            p.resized = Some(format!(
+                "the original does not run with {s}={DEFAULT_DIM} ({first}); checked with \
+                 {s}={size} ({expr}, as the outputs declare)"
+            ));
+            *dims = at;
+            return Ok((p, sizes));
+        }
+    }
     for s in open {
         let mut at = dims.clone();
         at.insert(s.clone(), 1);
@@ -223,6 +239,62 @@ fn parity_sized(
         }
     }
     Err(told)
+}
+
+/// For each open input dim that no output names, the sums of input dims the outputs declare
+/// (`past + seq`: torch's dynamo exporter states a decode step's present outputs so, while the
+/// mask `[batch, total]` keeps a dim of its own that nothing ties to them), each with its size at
+/// `dims` (open dims at the default): `(dim, size, sum)`.
+fn declared_sums(
+    g: &crate::ir::Graph,
+    open: &[String],
+    dims: &HashMap<String, usize>,
+) -> Vec<(String, usize, String)> {
+    use crate::ir::Dim;
+    let syms = |v: crate::ir::ValueId| {
+        g.value(v)
+            .ty
+            .shape
+            .iter()
+            .flatten()
+            .filter_map(|d| match d {
+                Dim::Sym(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let input_syms: Vec<String> = g.inputs.iter().flat_map(|&v| syms(v)).collect();
+    let output_syms: Vec<String> = g.outputs.iter().flat_map(|&v| syms(v)).collect();
+    let size_of = |term: &str| -> Option<usize> {
+        match term.parse::<usize>() {
+            Ok(n) => Some(n),
+            Err(_) if input_syms.iter().any(|s| s == term) => {
+                Some(dims.get(term).copied().unwrap_or(DEFAULT_DIM))
+            }
+            Err(_) => None,
+        }
+    };
+    let mut sums: Vec<(String, usize)> = Vec::new();
+    for e in &output_syms {
+        let terms: Vec<&str> = e.split('+').map(str::trim).collect();
+        if terms.len() < 2 || sums.iter().any(|(x, _)| x == e) {
+            continue;
+        }
+        let size = terms
+            .iter()
+            .map(|t| size_of(t))
+            .try_fold(0usize, |acc, t| t.and_then(|t| acc.checked_add(t)));
+        if let Some(size) = size {
+            sums.push((e.clone(), size));
+        }
+    }
+    let mut out = Vec::new();
+    for s in open.iter().filter(|s| !output_syms.contains(s)) {
+        for (e, size) in &sums {
+            out.push((s.clone(), *size, e.clone()));
+        }
+    }
+    out
 }
 
 /// Why `check_parity` failed: the original model's run (the error, and as told to the caller,

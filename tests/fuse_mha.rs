@@ -934,3 +934,43 @@ fn parity_retries_a_one_token_export_at_seq_1() {
     let (_, rep) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
     assert!(rep.parity.unwrap().resized.is_none());
 }
+
+/// The dynamo export of the Llama decode step declares its present outputs `[batch, 2, past +
+/// seq, 16]` and its mask `[batch, total]`, which nothing ties to past + seq: at the defaults
+/// (all 8) the mask is too short for the keys. The check runs again with `total` at the sum the
+/// outputs declare (16) and says so. Everything fuses as in the legacy export: rotary of q and k,
+/// the grouped-query attention after the cache, the norms and SiLU. A caller's own `total` is
+/// kept (and here fails, naming it).
+#[test]
+fn parity_sizes_a_dynamo_steps_mask_by_the_sum_its_outputs_declare() {
+    let m = zoo("llama_gqa_tiny_decode_dynamo.onnx");
+    let (opt, rep) = fuselab::pipeline::optimize(&m, &Default::default(), &|| 0.0).unwrap();
+    let p = rep.parity.expect("checked");
+    assert!(p.ok && p.max_abs_diff <= 1e-4, "{}", p.max_abs_diff);
+    let why = p.resized.expect("resized");
+    assert!(
+        why.contains("does not run with total=8")
+            && why.contains("checked with total=16 (past + seq, as the outputs declare)"),
+        "{why}"
+    );
+    assert_eq!(rep.dims.get("total"), Some(&16));
+    let ops: std::collections::HashMap<String, usize> = common::ops(&opt).into_iter().collect();
+    for (op, n) in [
+        ("MultiHeadAttention", 2),
+        ("RotaryEmbedding", 4),
+        ("SkipSimplifiedLayerNormalization", 4),
+        ("SimplifiedLayerNormalization", 1),
+        ("QuickGelu", 2),
+        ("Softmax", 0),
+        ("Neg", 0),
+    ] {
+        assert_eq!(ops.get(op).copied().unwrap_or(0), n, "{op}: {ops:?}");
+    }
+
+    let opts = fuselab::pipeline::OptimizeOptions {
+        dims: [("total".to_string(), 8)].into(),
+        ..Default::default()
+    };
+    let e = fuselab::pipeline::optimize(&m, &opts, &|| 0.0).expect_err("total given");
+    assert!(e.to_string().contains("total=8"), "{e}");
+}

@@ -265,12 +265,13 @@ SPECS: dict[str, Spec] = {
         for m in ["llama_gqa_tiny", "qwen2_tiny", "phi_tiny", "distilbert_tiny",
                   "gpt2_tiny_dynamo", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4",
                   "gpt2_tiny_sdpa", "llama_gqa_tiny_sdpa", "qwen3_tiny", "gemma3_tiny",
-                  "phi3_tiny", "t5_encoder_tiny", "gptj_tiny"]
+                  "phi3_tiny", "t5_encoder_tiny", "gptj_tiny", "gptj_tiny_dynamo",
+                  "codegen_tiny"]
     },
     # Decode steps: 3 new tokens after 5 cached (the cache N(0, 1)), the mask over all 8.
     **{
         f"{ZOO_ID}/{m}.onnx": Spec(dims={"batch": 2, "seq": 3, "past": 5, "total": 8}, vocab=1000)
-        for m in ["gpt2_tiny_decode", "llama_gqa_tiny_decode"]
+        for m in ["gpt2_tiny_decode", "llama_gqa_tiny_decode", "llama_gqa_tiny_decode_dynamo"]
     },
     # Exported with one new token (the query heads grouped for it): it runs at seq 1 only.
     f"{ZOO_ID}/llama_gqa_tiny_decode1.onnx": Spec(
