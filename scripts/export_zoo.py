@@ -85,6 +85,9 @@ Files (tests/models/zoo/):
                              into tests/data/models/torchvision/ (batch norm is folded into the
                              convs by the exporter, so there is nothing else to fill). The
                              full-weight export is checked against torch before stripping.
+  graphs/mobilenet_v3_small_dynamo.onnx, graphs/resnet18_dynamo.onnx
+                             the same two through the dynamo exporter (opset 20; batch norm
+                             folded by its optimizer too), stripped and filled the same way
 
 Checks: onnx.checker (full) on every file; onnxruntime vs torch (max |diff| <= 1e-4) on seeded
 inputs at two or three shapes for the exports; for the derived files, onnxruntime on the derived
@@ -547,6 +550,13 @@ EXPORTS = {
     "graphs/resnet18": (build_torchvision("resnet18"), image_feeds(224), ["logits"],
                         {"pixel_values": {0: "batch"}, "logits": {0: "batch"}},
                         [(1, 0), (2, 0)], export_legacy),
+    "graphs/mobilenet_v3_small_dynamo": (build_torchvision("mobilenet_v3_small"),
+                                         image_feeds(224), ["logits"],
+                                         {"pixel_values": {0: "batch"}, "logits": {0: "batch"}},
+                                         [(1, 0), (2, 0)], export_dynamo),
+    "graphs/resnet18_dynamo": (build_torchvision("resnet18"), image_feeds(224), ["logits"],
+                               {"pixel_values": {0: "batch"}, "logits": {0: "batch"}},
+                               [(1, 0), (2, 0)], export_dynamo),
 }
 
 

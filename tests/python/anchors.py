@@ -130,6 +130,9 @@ SUBJECTS = [
     _zoo("t5_encoder_tiny", "t5"),
     Subject("mobilenet_v3_small", TORCHVISION / "mobilenet_v3_small.onnx", None, ("--dim", "batch=1")),
     Subject("resnet18", TORCHVISION / "resnet18.onnx", None, ("--dim", "batch=1")),
+    # The same two through torch's dynamo exporter (opset 20).
+    *(Subject(m, TORCHVISION / f"{m}.onnx", None, ("--dim", "batch=1"))
+      for m in ["mobilenet_v3_small_dynamo", "resnet18_dynamo"]),
     # IR 3 files (every weight also listed as a graph input, which onnxruntime reads as
     # constant): Conv → BatchNormalization → Relu, and Caffe2's Mul/Add after each norm.
     *(Subject(m, LIGHT / f"{m}.onnx", None) for m in ["resnet50", "densenet121", "inception_v2", "shufflenet"]),

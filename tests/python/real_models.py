@@ -257,6 +257,8 @@ SPECS: dict[str, Spec] = {
     # the light CNNs): one 224 x 224 image.
     f"{TORCHVISION}/mobilenet_v3_small.onnx": Spec(dims={"batch": 1}),
     f"{TORCHVISION}/resnet18.onnx": Spec(dims={"batch": 1}),
+    f"{TORCHVISION}/mobilenet_v3_small_dynamo.onnx": Spec(dims={"batch": 1}),
+    f"{TORCHVISION}/resnet18_dynamo.onnx": Spec(dims={"batch": 1}),
     # Our exports (scripts/export_models.py --zoo): text models at batch 2, seq 16, the last row
     # padded by two positions; token ids below the vocabulary of 1000 (the int8 BERT's embedding
     # is dequantized before its Gather, so the table bound is not visible there).

@@ -83,6 +83,9 @@ def test_fused_conv_runs_in_onnxruntime(fuselab, tmp_path, case):
 
 
 @pytest.mark.parametrize("stem", ["torchvision/mobilenet_v3_small", "torchvision/resnet18",
+                                  # the same through torch's dynamo exporter
+                                  "torchvision/mobilenet_v3_small_dynamo",
+                                  "torchvision/resnet18_dynamo",
                                   # IR 3: weights listed as graph inputs, read as constants
                                   "onnx_light/resnet50", "onnx_light/densenet121",
                                   "onnx_light/inception_v2"])
