@@ -216,7 +216,11 @@ fn ints(b: &mut GraphBuilder, name: &str, v: &[i64]) -> fuselab::ir::ValueId {
 #[test]
 fn whole_slices_empty_concat_parts_and_one_input_concats_are_removed() {
     let mut b = GraphBuilder::new("g", 17);
-    let x = b.input("X", DType::F32, vec![sym("B"), sym("S"), dims(&[16])[0].clone()]);
+    let x = b.input(
+        "X",
+        DType::F32,
+        vec![sym("B"), sym("S"), dims(&[16])[0].clone()],
+    );
     let (s0, s16, end, ax) = (
         ints(&mut b, "s0", &[0]),
         ints(&mut b, "s16", &[16]),

@@ -72,7 +72,11 @@ fn gptj_model(spec: Spec) -> Model {
         );
         let t = b.op("Unsqueeze", &[t, u2], vec![]);
         let t = b.op("Unsqueeze", &[t, u4], vec![]);
-        let t = b.op(if spec.expand { "Expand" } else { "Tile" }, &[t, tile], vec![]);
+        let t = b.op(
+            if spec.expand { "Expand" } else { "Tile" },
+            &[t, tile],
+            vec![],
+        );
         tables.push(b.op("Reshape", &[t, flat4], vec![]));
     }
     let (zero, one, two, end, last, cut) = (

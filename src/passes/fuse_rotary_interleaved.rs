@@ -248,7 +248,9 @@ fn table(model: &Model, t4: ValueId, seq: &Dim, r: i64, what: &str) -> Result<Va
             tile.op_type
         )));
     }
-    let mut v = tile.input(0).ok_or_else(|| format!("{} has no input", tile.op_type))?;
+    let mut v = tile
+        .input(0)
+        .ok_or_else(|| format!("{} has no input", tile.op_type))?;
     let want5 = [
         one.clone(),
         seq.clone(),

@@ -73,7 +73,11 @@ impl Rule for IdentityElimination {
         let (Some(x), Some(y)) = (node.input(0), node.output(0)) else {
             return Proposal::NoMatch;
         };
-        let data_inputs = if node.is("Slice") { 1 } else { node.inputs.len() };
+        let data_inputs = if node.is("Slice") {
+            1
+        } else {
+            node.inputs.len()
+        };
         if node.outputs.len() != 1 || data_inputs != 1 {
             return Proposal::Reject(format!(
                 "{} with other than one input and one output",
@@ -151,8 +155,14 @@ impl Rule for ConcatEmpty {
             return Proposal::NoMatch;
         };
         let empty = |v: Option<crate::ir::ValueId>| {
-            v.and_then(|v| g.value(v).ty.shape.as_ref().map(|s| s.get(axis) == Some(&Dim::Known(0))))
-                .unwrap_or(false)
+            v.and_then(|v| {
+                g.value(v)
+                    .ty
+                    .shape
+                    .as_ref()
+                    .map(|s| s.get(axis) == Some(&Dim::Known(0)))
+            })
+            .unwrap_or(false)
         };
         let kept: Vec<_> = node.inputs.iter().copied().filter(|&v| !empty(v)).collect();
         // All empty: the output is empty too, and which input stays is no simpler.
