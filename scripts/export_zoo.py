@@ -73,6 +73,9 @@ Files (tests/models/zoo/):
                              llama_gqa_tiny_decode through the dynamo exporter (the mask's total
                              is its own dim: torch does not tie it to past + seq, which the
                              present outputs declare)
+  llama_gqa_tiny_decode1_dynamo.onnx
+                             the same step through the dynamo exporter with one new token (seq
+                             static at 1; outputs [batch, 2, past + 1, 16])
   t5_encoder_tiny.onnx       T5EncoderModel (eager: T5 has no sdpa), d_model 64, 4 heads of 16,
                              gated-gelu FFN 128: RMSNorm without mean, unscaled scores plus the
                              relative position bias plus the padding mask
@@ -366,9 +369,11 @@ def decode_outputs() -> list[str]:
     return ["logits"] + [f"present_{k}_{i}" for i in range(LAYERS) for k in ("key", "value")]
 
 
-def decode_axes() -> dict:
-    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
-            "logits": {0: "batch", 1: "seq"}}
+def decode_axes(one_token: bool = False) -> dict:
+    """The decode step's dynamic axes; `one_token`: seq is not one of them (traced at 1)."""
+    seq = {} if one_token else {1: "seq"}
+    axes = {"input_ids": {0: "batch", **seq}, "attention_mask": {0: "batch", 1: "total"},
+            "logits": {0: "batch", **seq}}
     for i in range(LAYERS):
         for kind in ("key", "value"):
             axes[f"past_{kind}_{i}"] = {0: "batch", 2: "past"}
@@ -529,6 +534,9 @@ EXPORTS = {
                                decode_axes(), DECODE_ONE_SHAPES, export_legacy),
     "llama_gqa_tiny_decode_dynamo": (build_llama_decode, decode_feeds(2, 16), decode_outputs(),
                                      decode_axes(), DECODE_SHAPES, export_dynamo),
+    "llama_gqa_tiny_decode1_dynamo": (build_llama_decode, decode_feeds(2, 16), decode_outputs(),
+                                      decode_axes(one_token=True), DECODE_ONE_SHAPES,
+                                      export_dynamo),
     "t5_encoder_tiny": (build_t5_encoder, text_feeds, ["last_hidden_state"],
                         lm_axes("last_hidden_state"), TEXT_SHAPES, export_legacy),
     "distilbert_tiny": (build_distilbert, text_feeds, ["last_hidden_state"],

@@ -279,6 +279,9 @@ SPECS: dict[str, Spec] = {
     f"{ZOO_ID}/llama_gqa_tiny_decode1.onnx": Spec(
         dims={"batch": 2, "seq": 1, "past": 5, "total": 6}, vocab=1000,
     ),
+    f"{ZOO_ID}/llama_gqa_tiny_decode1_dynamo.onnx": Spec(
+        dims={"batch": 2, "past": 5, "total": 6}, vocab=1000,
+    ),
     f"{ZOO_ID}/llama_gqa_tiny_int4_qdq.onnx": Spec(
         dims=TEXT_DIMS, vocab=1000, ort_level="basic",
         why="at ORT_ENABLE_ALL onnxruntime fuses each DequantizeLinear -> MatMul into its own "
