@@ -1364,15 +1364,24 @@ fn decode_step_attention_matches_the_reference(gpu: &Gpu) {
 
 /// The float16 GPT-2, unfused and fused (SkipLayerNormalization, FastGelu in float16), runs on
 /// WebGPU computed in float32 and matches the reference backend (which rounds every op's result
-/// to float16) within the project's float16 bound.
+/// to float16) within the project's float16 bound: with float16 held as f16 (`shader-f16`, which
+/// lavapipe has) and widened to f32 (the fallback).
 fn float16_gpt2_matches_the_reference(gpu: &Gpu) {
     let (m, fused) = zoo_pair("gpt2_tiny_fp16");
+    for gpu in [gpu.clone(), gpu.clone().without_f16()] {
+        float16_gpt2_on(&gpu, &m, &fused);
+    }
+}
+
+fn float16_gpt2_on(gpu: &Gpu, m: &Model, fused: &Model) {
+    let m = m.clone();
     for (b, s) in [(2, 8), (1, 13)] {
         let inputs = zoo_inputs(&m, b, s);
         let (du, nu) = max_abs_diff(gpu, &m, &inputs);
-        let (df, nf) = max_abs_diff(gpu, &fused, &inputs);
+        let (df, nf) = max_abs_diff(gpu, fused, &inputs);
         println!(
-            "gpt2_tiny_fp16 {b}x{s}: max |diff| {du:e} unfused ({nu} dispatches), {df:e} fused ({nf})"
+            "gpt2_tiny_fp16 {b}x{s}, f16 storage {}: max |diff| {du:e} unfused ({nu} dispatches), {df:e} fused ({nf})",
+            gpu.has_f16()
         );
         let bound = gpu_parity::zoo("gpt2_tiny_fp16").bound;
         assert!(du <= bound && df <= bound, "{du:e} / {df:e} over {bound:e}");
@@ -1384,6 +1393,12 @@ fn float16_gpt2_matches_the_reference(gpu: &Gpu) {
 /// the RMS norms, QuickGelu), runs on WebGPU computed in float32 and matches the reference
 /// backend (which rounds every op's result to float16) within the project's float16 bound.
 fn float16_llama_matches_the_reference(gpu: &Gpu) {
+    for gpu in [gpu.clone(), gpu.clone().without_f16()] {
+        float16_llama_on(&gpu);
+    }
+}
+
+fn float16_llama_on(gpu: &Gpu) {
     let (m, fused) = zoo_pair("llama_gqa_tiny_fp16");
     let rotary = |m: &Model| {
         let g = &m.graph;
@@ -1397,12 +1412,38 @@ fn float16_llama_matches_the_reference(gpu: &Gpu) {
         let (du, nu) = max_abs_diff(gpu, &m, &inputs);
         let (df, nf) = max_abs_diff(gpu, &fused, &inputs);
         println!(
-            "llama_gqa_tiny_fp16 {b}x{s}: max |diff| {du:e} unfused ({nu} dispatches), {df:e} fused ({nf})"
+            "llama_gqa_tiny_fp16 {b}x{s}, f16 storage {}: max |diff| {du:e} unfused ({nu} dispatches), {df:e} fused ({nf})",
+            gpu.has_f16()
         );
         let bound = fuselab::runtime::parity::HALF_TOLERANCE;
         assert!(du <= bound && df <= bound, "{du:e} / {df:e} over {bound:e}");
         assert!(nf < nu);
     }
+}
+
+/// Where the adapter has `shader-f16`, a float16 model's weights, inputs, outputs and
+/// intermediates are held as f16: the fused float16 GPT-2's session holds at most 0.6x the bytes
+/// it holds with float16 widened to f32 (its int64 ids, float32 logits and the f32 scratch of
+/// some kernels stay 4 bytes), and its outputs are the same to the float16 bound.
+fn float16_held_as_f16_takes_fewer_bytes(gpu: &Gpu) {
+    if !gpu.has_f16() {
+        println!("skipped: {} has no shader-f16", gpu.describe());
+        return;
+    }
+    let (_, fused) = zoo_pair("gpt2_tiny_fp16");
+    let inputs = zoo_inputs(&fused, 2, 8);
+    let limits = Limits::default();
+    let run = |gpu: &Gpu| {
+        let s = pollster::block_on(GpuSession::for_inputs(gpu, &fused, &inputs, &limits)).unwrap();
+        let out = pollster::block_on(s.run(&inputs)).unwrap();
+        (s.buffer_bytes(), out)
+    };
+    let (half, a) = run(gpu);
+    let (wide, b) = run(&gpu.clone().without_f16());
+    println!("gpt2_tiny_fp16 fused 2x8: {half} buffer bytes as f16, {wide} widened");
+    assert!((half as f64) <= 0.6 * wide as f64, "{half} vs {wide}");
+    let d = gpu_parity::max_abs_diff(&a, &b);
+    assert!(d <= fuselab::runtime::parity::HALF_TOLERANCE, "{d:e}");
 }
 
 /// A Cast to float16 rounds to nearest even as the reference does (ties, overflow to
@@ -1449,11 +1490,13 @@ fn float16_cast_rounds_like_the_reference(gpu: &Gpu) {
     ]);
     let limits = Limits::default();
     let want = Executor::new(&m, &limits).unwrap().run(&inputs).unwrap();
-    let s = pollster::block_on(GpuSession::for_inputs(gpu, &m, &inputs, &limits)).unwrap();
-    let got = pollster::block_on(s.run(&inputs)).unwrap();
-    assert_eq!(got, want);
-    assert_eq!(got[0].1.dtype(), DType::F16);
-    assert_eq!(got[1].1.to_f64_vec()[..3], [1.0, 1.0009765625, 1.001953125]);
+    for gpu in [gpu.clone(), gpu.clone().without_f16()] {
+        let s = pollster::block_on(GpuSession::for_inputs(&gpu, &m, &inputs, &limits)).unwrap();
+        let got = pollster::block_on(s.run(&inputs)).unwrap();
+        assert_eq!(got, want, "f16 storage: {}", gpu.has_f16());
+        assert_eq!(got[0].1.dtype(), DType::F16);
+        assert_eq!(got[1].1.to_f64_vec()[..3], [1.0, 1.0009765625, 1.001953125]);
+    }
 }
 
 /// DynamicQuantizeMatMul is one dispatch whose quantization of A matches the reference bit for
@@ -1643,6 +1686,10 @@ const CASES: &[Case] = &[
     (
         "float16_gpt2_matches_the_reference",
         float16_gpt2_matches_the_reference,
+    ),
+    (
+        "float16_held_as_f16_takes_fewer_bytes",
+        float16_held_as_f16_takes_fewer_bytes,
     ),
     (
         "float16_llama_matches_the_reference",

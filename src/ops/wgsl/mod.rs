@@ -1,8 +1,9 @@
 //! WGSL kernel generators. Every kernel is generated for one node with its shapes baked in as
 //! constants (a session is prepared for fixed input shapes), so the text is short and the
-//! compiler sees every loop bound. Element types on the GPU are 4 bytes: f32 (ONNX float32, and
-//! float16 computed in float32: widened on upload, narrowed on readback, rounded where a Cast
-//! asks for float16: [`F16_ROUND`]), i32 (ONNX int32 and int64, range-checked on upload, and
+//! compiler sees every loop bound. Element types in kernels are 4 bytes: f32 (ONNX float32, and
+//! float16 computed in float32: held as f16 where the device has `shader-f16`, converted at each
+//! load and store by [`with_half_bindings`]; otherwise widened on upload and narrowed on
+//! readback; rounded where a Cast asks for float16: [`F16_ROUND`]), i32 (ONNX int32 and int64, range-checked on upload, and
 //! uint8/int8, which only data movement and the quantized ops take) and u32 0/1 (bool); constant
 //! uint8/int8 that an op reads as packed bytes (`Op::packed_byte_inputs`: MatMulNBits' and
 //! DynamicQuantizeMatMul's weights and zero points) is four bytes to a u32 word.
@@ -13,6 +14,7 @@ use crate::tensor::DType;
 
 mod conv;
 mod gather_nd;
+mod half;
 mod matmul;
 mod quant;
 mod transformer;
@@ -20,6 +22,7 @@ mod transformer;
 pub(in crate::ops) use conv::max_pool;
 pub use conv::{conv, Conv};
 pub use gather_nd::gather_nd;
+pub use half::with_half_bindings;
 pub use matmul::{matmul, matmul_nbits, MatMul, NBits, SMALL_M};
 pub use quant::{
     dynamic_quantize_linear, dynamic_quantize_matmul, matmul_integer, Dqmm, EXACT_DIV,

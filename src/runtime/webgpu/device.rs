@@ -18,6 +18,8 @@ pub struct Gpu {
     lost: Arc<Mutex<Option<String>>>,
     /// The device writes timestamps around compute passes (`timestamp-query`).
     pub(crate) timestamps: bool,
+    /// Sessions hold float16 values as f16 (`shader-f16`; `ops::wgsl::with_half_bindings`).
+    pub(crate) half: bool,
 }
 
 pub(crate) fn gpu_err(msg: impl std::fmt::Display) -> Error {
@@ -47,10 +49,12 @@ impl Gpu {
         let limits = adapter.limits();
         // Only the profiler reads timestamps; asking costs nothing where the adapter has them.
         // The wasm API has no GPU profile, so the browser's device is opened without.
+        // float16 storage wherever the adapter has `shader-f16`.
         #[cfg(not(target_arch = "wasm32"))]
-        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
+        let features =
+            adapter.features() & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16);
         #[cfg(target_arch = "wasm32")]
-        let features = wgpu::Features::empty();
+        let features = adapter.features() & wgpu::Features::SHADER_F16;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("fuselab"),
@@ -73,7 +77,8 @@ impl Gpu {
             limits,
             info: adapter.get_info(),
             lost,
-            timestamps: !features.is_empty(),
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            half: features.contains(wgpu::Features::SHADER_F16),
         })
     }
 
@@ -110,6 +115,19 @@ impl Gpu {
     /// dispatch by submitting it alone (the fallback, testable on any adapter).
     pub fn without_timestamps(mut self) -> Gpu {
         self.timestamps = false;
+        self
+    }
+
+    /// True when sessions on this device hold float16 values as f16 (the adapter has
+    /// `shader-f16`): half the bytes of f32, the arithmetic still in f32.
+    pub fn has_f16(&self) -> bool {
+        self.half
+    }
+
+    /// This device as if its adapter had no `shader-f16`: float16 values are held widened to
+    /// f32 (the fallback, testable on any adapter).
+    pub fn without_f16(mut self) -> Gpu {
+        self.half = false;
         self
     }
 

@@ -8,7 +8,7 @@ use crate::ir::{Model, NodeId, ValueId};
 use crate::limits::Limits;
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::reference::{Executor, StepObserver};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 use crate::{Error, Result};
 
 use super::device::{gpu_err, map_read, Gpu};
@@ -84,6 +84,8 @@ struct Storage {
     buffer: Option<usize>,
     /// uint8/int8 held four to a word (a static value an op reads packed), not widened.
     packed: bool,
+    /// float16 held as f16 (the device has `shader-f16`), not widened.
+    half: bool,
 }
 
 impl GpuSession {
@@ -164,12 +166,13 @@ impl GpuSession {
         let mut storages: Vec<Storage> = Vec::new();
         let new_storage = |storages: &mut Vec<Storage>, info: &Info, kind: Kind, packed: bool| {
             storages.push(Storage {
-                bytes: bytes_of(info, packed),
+                bytes: bytes_of(info, packed, gpu.half),
                 kind,
                 last_use: None,
                 pinned: kind != Kind::Temp,
                 buffer: None,
                 packed,
+                half: gpu.half && info.dtype == DType::F16,
             });
             storages.len() - 1
         };
@@ -235,7 +238,26 @@ impl GpuSession {
                     )));
                 }
             }
-            match lower(&ctx).map_err(fail)? {
+            let mut lowered = lower(&ctx).map_err(fail)?;
+            // An alias between float16 held as f16 and a float32 (a Cast, which widened storage
+            // made a no-op) is a copy that converts.
+            let half_of = |i: Option<&Option<Info>>| {
+                gpu.half
+                    && i.and_then(|i| i.as_ref())
+                        .is_some_and(|i| i.dtype == DType::F16)
+            };
+            if matches!(lowered, Lowered::Alias)
+                && half_of(ctx.ins.first()) != half_of(ctx.outs.first())
+            {
+                let out = ctx.outs.first().and_then(|o| o.as_ref());
+                let out = out.ok_or_else(|| fail("aliasing op without output".into()))?;
+                let x = ops::wgsl::Access::broadcast(Ty::F32, &out.shape, &out.shape);
+                lowered = Lowered::Run {
+                    dispatches: vec![ops::wgsl::elementwise(&out.shape, Ty::F32, &[x], "v0")],
+                    scratch: vec![],
+                };
+            }
+            match lowered {
                 Lowered::Alias => {
                     let (Some(Some(i)), Some(Some(o))) = (n.inputs.first(), n.outputs.first())
                     else {
@@ -301,6 +323,7 @@ impl GpuSession {
                                 pinned: false,
                                 buffer: None,
                                 packed: false,
+                                half: false,
                             });
                             storages.len() - 1
                         })
@@ -403,7 +426,7 @@ impl GpuSession {
                 let t = statics
                     .get(v)
                     .ok_or_else(|| gpu_err(format!("static value '{}' has no data", g.name(*v))))?;
-                let bytes = to_gpu_bytes(g.name(*v), t, storages[s].packed)?;
+                let bytes = to_gpu_bytes(g.name(*v), t, storages[s].packed, storages[s].half)?;
                 gpu.queue
                     .write_buffer(&buffers[storages[s].buffer.expect("allocated")], 0, &bytes);
             }
@@ -416,14 +439,33 @@ impl GpuSession {
         for p in &planned {
             let n = g.node(p.node);
             for d in &p.dispatches {
+                let storage = |b: &Bind| match *b {
+                    Bind::In(k) => storage_of[&n.inputs[k].expect("checked")],
+                    Bind::Out(k) => {
+                        storage_of[&n.outputs[k].expect("lowering binds only present outputs")]
+                    }
+                    Bind::Scratch(k) => p.scratch[k],
+                };
+                // Bindings that hold f16 get their declarations and accesses converted.
+                let half = |bs: &[Bind]| bs.iter().map(|b| storages[storage(b)].half).collect();
+                let (rh, wh): (Vec<bool>, Vec<bool>) = (half(&d.reads), half(&d.writes));
+                let wgsl = if rh.iter().chain(&wh).any(|&h| h) {
+                    ops::wgsl::with_half_bindings(&d.wgsl, &rh, &wh).map_err(|e| Error::Kernel {
+                        op_type: n.op_type.clone(),
+                        node: n.label(p.node),
+                        message: format!("webgpu: {e}"),
+                    })?
+                } else {
+                    d.wgsl.clone()
+                };
                 let pipeline = pipelines
-                    .entry(d.wgsl.clone())
+                    .entry(wgsl.clone())
                     .or_insert_with(|| {
                         let module =
                             gpu.device
                                 .create_shader_module(wgpu::ShaderModuleDescriptor {
                                     label: Some(&n.op_type),
-                                    source: wgpu::ShaderSource::Wgsl(d.wgsl.as_str().into()),
+                                    source: wgpu::ShaderSource::Wgsl(wgsl.as_str().into()),
                                 });
                         gpu.device
                             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -436,16 +478,8 @@ impl GpuSession {
                             })
                     })
                     .clone();
-                let buffer_of = |b: &Bind| -> usize {
-                    let s = match *b {
-                        Bind::In(k) => storage_of[&n.inputs[k].expect("checked")],
-                        Bind::Out(k) => {
-                            storage_of[&n.outputs[k].expect("lowering binds only present outputs")]
-                        }
-                        Bind::Scratch(k) => p.scratch[k],
-                    };
-                    storages[s].buffer.expect("allocated")
-                };
+                let buffer_of =
+                    |b: &Bind| -> usize { storages[storage(b)].buffer.expect("allocated") };
                 let entries: Vec<wgpu::BindGroupEntry> = d
                     .reads
                     .iter()
@@ -489,7 +523,7 @@ impl GpuSession {
                     let info = infos[&v].clone();
                     let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
                         label: Some("readback"),
-                        size: bytes_of(&info, false).div_ceil(4) * 4,
+                        size: bytes_of(&info, false, gpu.half).div_ceil(4) * 4,
                         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                         mapped_at_creation: false,
                     });
@@ -522,6 +556,12 @@ impl GpuSession {
     /// Compute dispatches one run encodes.
     pub fn dispatches(&self) -> usize {
         self.steps.len()
+    }
+
+    /// Bytes of the GPU buffers the session holds (weights, inputs, outputs and the pooled
+    /// intermediates; not the readback staging).
+    pub fn buffer_bytes(&self) -> u64 {
+        self.buffers.iter().map(|b| b.size()).sum()
     }
 
     /// Runs once. `inputs` must have the names, types and shapes the session was prepared for.
@@ -569,7 +609,7 @@ impl GpuSession {
                             .slice(..)
                             .get_mapped_range()
                             .map_err(|e| gpu_err(format!("reading back '{name}': {e}")))?;
-                        from_gpu_bytes(info, &view)
+                        from_gpu_bytes(info, &view, self.gpu.half)
                     };
                     staging.unmap();
                     out.push((name.clone(), t?));
@@ -611,7 +651,7 @@ impl GpuSession {
                 self.gpu.queue.write_buffer(
                     &self.buffers[b],
                     0,
-                    &to_gpu_bytes(&slot.name, t, false)?,
+                    &to_gpu_bytes(&slot.name, t, false, self.gpu.half)?,
                 );
             }
         }

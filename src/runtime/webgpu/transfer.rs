@@ -1,6 +1,7 @@
 //! Tensors to and from the bytes the GPU holds (the element types of `ops::wgsl`): 4 bytes an
-//! element, int64 narrowed to int32 when it fits, float16 widened to float32 on the way up and
-//! narrowed back (round to nearest even) on the way down, so callers see the model's types;
+//! element, int64 narrowed to int32 when it fits, float16 as its own two bytes where the device
+//! has `shader-f16` (`half`), else widened to float32 on the way up and narrowed back (round to
+//! nearest even) on the way down, so callers see the model's types;
 //! uint8/int8 widened to int32, or, for static values an op reads packed
 //! (`Op::packed_byte_inputs`), as their bytes, padded to a whole word.
 
@@ -19,16 +20,27 @@ pub(super) fn is_byte(d: DType) -> bool {
     d == DType::U8 || d == DType::I8
 }
 
-/// Bytes of the buffer that holds a value of `info`.
-pub(super) fn bytes_of(info: &Info, packed: bool) -> u64 {
+/// Bytes of the buffer that holds a value of `info`; `half`: float16 held as f16 (two bytes an
+/// element, padded to a whole word).
+pub(super) fn bytes_of(info: &Info, packed: bool, half: bool) -> u64 {
     let n = numel(&info.shape) as u64;
-    let bytes = if packed { n.div_ceil(4) * 4 } else { n * 4 };
+    let bytes = if packed {
+        n.div_ceil(4) * 4
+    } else if half && info.dtype == DType::F16 {
+        n.div_ceil(2) * 4
+    } else {
+        n * 4
+    };
     bytes.max(4)
 }
 
-pub(super) fn to_gpu_bytes(name: &str, t: &Tensor, packed: bool) -> Result<Vec<u8>> {
+pub(super) fn to_gpu_bytes(name: &str, t: &Tensor, packed: bool, half: bool) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(t.len() * 4);
     match t {
+        Tensor::F16(a) if half => {
+            a.iter().for_each(|v| out.extend(v.to_le_bytes()));
+            out.resize(out.len().div_ceil(4) * 4, 0);
+        }
         Tensor::U8(a) if !packed => a.iter().for_each(|&v| out.extend((v as i32).to_le_bytes())),
         Tensor::I8(a) if !packed => a.iter().for_each(|&v| out.extend((v as i32).to_le_bytes())),
         Tensor::U8(a) => {
@@ -68,8 +80,18 @@ pub(super) fn to_gpu_bytes(name: &str, t: &Tensor, packed: bool) -> Result<Vec<u
     Ok(out)
 }
 
-pub(super) fn from_gpu_bytes(info: &Info, bytes: &[u8]) -> Result<Tensor> {
+pub(super) fn from_gpu_bytes(info: &Info, bytes: &[u8], half: bool) -> Result<Tensor> {
     let n = numel(&info.shape);
+    if half && info.dtype == DType::F16 {
+        let v: Vec<f16> = bytes
+            .chunks_exact(2)
+            .take(n)
+            .map(|c| f16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        return ArrayD::from_shape_vec(IxDyn(&info.shape), v)
+            .map(Tensor::F16)
+            .map_err(|e| gpu_err(format!("reading back: {e}")));
+    }
     let words = bytes
         .chunks_exact(4)
         .take(n)
@@ -120,7 +142,7 @@ mod tests {
     fn float16_widens_up_and_narrows_down_to_nearest_even() {
         let up =
             Tensor::F16(ArrayD::from_shape_vec(IxDyn(&[2]), vec![f16::ONE, f16::MAX]).unwrap());
-        let bytes = to_gpu_bytes("x", &up, false).unwrap();
+        let bytes = to_gpu_bytes("x", &up, false, false).unwrap();
         assert_eq!(&bytes[..4], &1.0f32.to_le_bytes());
         let info = Info {
             dtype: DType::F16,
@@ -130,7 +152,7 @@ mod tests {
         let mut down = (1.0f32 + 2f32.powi(-11)).to_le_bytes().to_vec();
         down.extend(1.5f32.to_le_bytes());
         assert_eq!(
-            from_gpu_bytes(&info, &down).unwrap(),
+            from_gpu_bytes(&info, &down, false).unwrap(),
             Tensor::F16(
                 ArrayD::from_shape_vec(IxDyn(&[2]), vec![f16::ONE, f16::from_f32(1.5)]).unwrap()
             )
@@ -138,21 +160,43 @@ mod tests {
     }
 
     #[test]
+    fn float16_as_f16_is_its_own_two_bytes_padded_to_a_word() {
+        let v = vec![f16::ONE, f16::MAX, f16::from_f32(-0.5)];
+        let t = Tensor::F16(ArrayD::from_shape_vec(IxDyn(&[3]), v).unwrap());
+        let bytes = to_gpu_bytes("x", &t, false, true).unwrap();
+        assert_eq!(bytes.len(), 8);
+        assert_eq!(&bytes[..2], &f16::ONE.to_le_bytes());
+        let info = Info {
+            dtype: DType::F16,
+            shape: vec![3],
+        };
+        assert_eq!(bytes_of(&info, false, true), 8);
+        assert_eq!(bytes_of(&info, false, false), 12);
+        assert_eq!(from_gpu_bytes(&info, &bytes, true).unwrap(), t);
+        // Other types are not affected by `half`.
+        let f = Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[1]), vec![2.0]).unwrap());
+        assert_eq!(
+            to_gpu_bytes("f", &f, false, true).unwrap(),
+            2.0f32.to_le_bytes()
+        );
+    }
+
+    #[test]
     fn bytes_pack_four_to_a_word() {
         let t = Tensor::I8(ArrayD::from_shape_vec(IxDyn(&[5]), vec![-1, 2, -128, 127, 5]).unwrap());
         assert_eq!(
-            to_gpu_bytes("b", &t, true).unwrap(),
+            to_gpu_bytes("b", &t, true, false).unwrap(),
             vec![255, 2, 128, 127, 5, 0, 0, 0]
         );
         let info = Info {
             dtype: DType::I8,
             shape: vec![5],
         };
-        assert_eq!(bytes_of(&info, true), 8);
+        assert_eq!(bytes_of(&info, true, false), 8);
         // Elsewhere they are int32, one to a word.
-        assert_eq!(bytes_of(&info, false), 20);
+        assert_eq!(bytes_of(&info, false, false), 20);
         assert_eq!(
-            &to_gpu_bytes("b", &t, false).unwrap()[..4],
+            &to_gpu_bytes("b", &t, false, false).unwrap()[..4],
             &(-1i32).to_le_bytes()
         );
     }
