@@ -22,13 +22,14 @@
 //! shape nor mixes channels; the Conv's W (of the output's type) and B, or the
 //! BatchNormalization's scale and B, are float constants with one value per channel; the
 //! BatchNormalization is in inference mode and per channel; the output feeds only the Mul/Add and
-//! is not a graph output. Values are computed in float64 and rounded once to each parameter's
+//! is not a graph output. A Mul/Add whose other operand is computed at run time (a residual
+//! Add's shortcut) is another pattern, not reported as a refusal. Values are computed in float64 and rounded once to each parameter's
 //! type (parity within that type's rounding of the two-step result).
 
 use crate::ir::{Model, NodeId};
 use crate::onnx::tensor::from_tensor;
 use crate::passes::fuse_conv_batchnorm::{float_constant, inference_norm, rounded, Floats};
-use crate::passes::matchers::{fresh_node_name, other_input, sole_consumer};
+use crate::passes::matchers::{constant_value, fresh_node_name, other_input, sole_consumer};
 use crate::passes::rewrite::{Anchors, NewNode, Patch, Proposal, Rule, RuleKind};
 use crate::tensor::DType;
 use crate::Tensor;
@@ -94,6 +95,11 @@ fn fold(model: &Model, id: NodeId) -> Result<Option<Patch>, String> {
     let c_id = other_input(op, t).ok_or("not a binary op")?;
     if c_id == t {
         return Err(format!("{} reads the {what} output twice", op.op_type));
+    }
+    // An operand computed at run time (a residual Add's shortcut, a gate) is another pattern,
+    // not a near miss of this one: nothing to report.
+    if constant_value(model, c_id).is_none() {
+        return Ok(None);
     }
     if host.outputs.iter().skip(1).any(Option::is_some) {
         return Err(format!("{what} has more than one output"));
