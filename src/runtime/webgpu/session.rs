@@ -8,11 +8,11 @@ use crate::ir::{Model, NodeId, ValueId};
 use crate::limits::Limits;
 use crate::runtime::inputs::random_inputs;
 use crate::runtime::reference::{Executor, StepObserver};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::Tensor;
 use crate::{Error, Result};
 
 use super::device::{gpu_err, map_read, Gpu};
-use super::transfer::{bytes_of, from_gpu_bytes, is_byte, to_gpu_bytes};
+use super::transfer::{bytes_of, from_gpu_bytes, held_half, is_byte, to_gpu_bytes};
 use crate::ops::wgsl::{Bind, Ty};
 use crate::ops::{self, lowering::lower, Info, Lowered, NodeCtx};
 
@@ -172,7 +172,7 @@ impl GpuSession {
                 pinned: kind != Kind::Temp,
                 buffer: None,
                 packed,
-                half: gpu.half && info.dtype == DType::F16,
+                half: held_half(info.dtype, gpu.half),
             });
             storages.len() - 1
         };
@@ -242,9 +242,8 @@ impl GpuSession {
             // An alias between float16 held as f16 and a float32 (a Cast, which widened storage
             // made a no-op) is a copy that converts.
             let half_of = |i: Option<&Option<Info>>| {
-                gpu.half
-                    && i.and_then(|i| i.as_ref())
-                        .is_some_and(|i| i.dtype == DType::F16)
+                i.and_then(|i| i.as_ref())
+                    .is_some_and(|i| held_half(i.dtype, gpu.half))
             };
             if matches!(lowered, Lowered::Alias)
                 && half_of(ctx.ins.first()) != half_of(ctx.outs.first())

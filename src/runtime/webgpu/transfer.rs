@@ -20,13 +20,20 @@ pub(super) fn is_byte(d: DType) -> bool {
     d == DType::U8 || d == DType::I8
 }
 
+/// Whether a value of type `d` is held as f16: float16 on a device with `shader-f16`
+/// (`device_half`). The one statement of that rule; sizes, uploads, readbacks and the session's
+/// kernels all follow it.
+pub(super) fn held_half(d: DType, device_half: bool) -> bool {
+    device_half && d == DType::F16
+}
+
 /// Bytes of the buffer that holds a value of `info`; `half`: float16 held as f16 (two bytes an
 /// element, padded to a whole word).
 pub(super) fn bytes_of(info: &Info, packed: bool, half: bool) -> u64 {
     let n = numel(&info.shape) as u64;
     let bytes = if packed {
         n.div_ceil(4) * 4
-    } else if half && info.dtype == DType::F16 {
+    } else if held_half(info.dtype, half) {
         n.div_ceil(2) * 4
     } else {
         n * 4
@@ -37,7 +44,7 @@ pub(super) fn bytes_of(info: &Info, packed: bool, half: bool) -> u64 {
 pub(super) fn to_gpu_bytes(name: &str, t: &Tensor, packed: bool, half: bool) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(t.len() * 4);
     match t {
-        Tensor::F16(a) if half => {
+        Tensor::F16(a) if held_half(t.dtype(), half) => {
             a.iter().for_each(|v| out.extend(v.to_le_bytes()));
             out.resize(out.len().div_ceil(4) * 4, 0);
         }
@@ -82,7 +89,7 @@ pub(super) fn to_gpu_bytes(name: &str, t: &Tensor, packed: bool, half: bool) -> 
 
 pub(super) fn from_gpu_bytes(info: &Info, bytes: &[u8], half: bool) -> Result<Tensor> {
     let n = numel(&info.shape);
-    if half && info.dtype == DType::F16 {
+    if held_half(info.dtype, half) {
         let v: Vec<f16> = bytes
             .chunks_exact(2)
             .take(n)
