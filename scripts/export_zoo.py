@@ -76,6 +76,12 @@ Files (tests/models/zoo/):
   llama_gqa_tiny_decode1_dynamo.onnx
                              the same step through the dynamo exporter with one new token (seq
                              static at 1; outputs [batch, 2, past + 1, 16])
+  llama_gqa_tiny_op23.onnx, phi_tiny_op23.onnx, gpt2_tiny_op23.onnx
+                             the Llama, Phi and GPT-2 through the dynamo exporter at opset 23:
+                             RMSNormalization / LayerNormalization and the standard
+                             RotaryEmbedding written by the exporter, its caches [1, seq, r/2],
+                             which onnxruntime runs at batch 1 only (so Llama and Phi are
+                             checked against torch there)
   t5_encoder_tiny.onnx       T5EncoderModel (eager: T5 has no sdpa), d_model 64, 4 heads of 16,
                              gated-gelu FFN 128: RMSNorm without mean, unscaled scores plus the
                              relative position bias plus the padding mask
@@ -120,6 +126,7 @@ from zoo_derived import ZOO, describe, export_derived, histogram_line, max_abs, 
 GRAPHS = ZOO / "graphs"
 OPSET_LEGACY = 17
 OPSET_DYNAMO = 20
+OPSET_STANDARD = 23  # ai.onnx Attention, RotaryEmbedding and RMSNormalization
 IMAGE = 32  # ViT input side
 MEL_BINS, FRAMES = 80, 128  # Whisper encoder input
 
@@ -418,9 +425,10 @@ def export_legacy(module, feeds: dict[str, np.ndarray], outputs: list[str],
 
 
 def export_dynamo(module, feeds: dict[str, np.ndarray], outputs: list[str],
-                  axes: dict[str, dict[int, str]], path: Path) -> onnx.ModelProto:
-    """torch.onnx.export(dynamo=True) at OPSET_DYNAMO with the same dynamic axes, optimized by
-    the exporter (its default), weights inside the file."""
+                  axes: dict[str, dict[int, str]], path: Path,
+                  opset: int = OPSET_DYNAMO) -> onnx.ModelProto:
+    """torch.onnx.export(dynamo=True) at `opset` with the same dynamic axes, optimized by the
+    exporter (its default), weights inside the file."""
     dims: dict[str, torch.export.Dim] = {}
     specs = []
     for name in feeds:
@@ -442,9 +450,15 @@ def export_dynamo(module, feeds: dict[str, np.ndarray], outputs: list[str],
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = torch.onnx.export(module, args, input_names=list(feeds), output_names=outputs,
-                                    dynamic_shapes=shapes, opset_version=OPSET_DYNAMO,
+                                    dynamic_shapes=shapes, opset_version=opset,
                                     dynamo=True, optimize=True, verbose=False)
     return save_checked(program.model_proto, path)
+
+
+def export_dynamo_standard(module, feeds: dict[str, np.ndarray], outputs: list[str],
+                           axes: dict[str, dict[int, str]], path: Path) -> onnx.ModelProto:
+    """export_dynamo at OPSET_STANDARD, where sdpa is written as the standard Attention."""
+    return export_dynamo(module, feeds, outputs, axes, path, OPSET_STANDARD)
 
 
 def check_vs_torch(module, path: Path, make_feeds, shapes: list[tuple[int, int]]) -> float:
@@ -496,6 +510,9 @@ def strip_weights(model: onnx.ModelProto) -> onnx.ModelProto:
 
 TEXT_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
 TEXT_SHAPES = [(em.BATCH, em.SEQ), (3, 5), (1, 128)]
+# torch's opset-23 exports write the rotary as the standard RotaryEmbedding with [1, seq, r/2]
+# caches, which onnxruntime runs at batch 1 only (the spec wants [batch, seq, r/2]): checked there.
+ONE_ROW_SHAPES = [(1, em.SEQ), (1, 5), (1, 128)]
 
 
 def lm_axes(out: str) -> dict:
@@ -551,6 +568,12 @@ EXPORTS = {
                          export_dynamo),
     "llama_gqa_tiny_dynamo": (build_llama, text_feeds, ["logits"], lm_axes("logits"),
                               TEXT_SHAPES, export_dynamo),
+    "llama_gqa_tiny_op23": (build_llama, text_feeds, ["logits"], lm_axes("logits"),
+                            ONE_ROW_SHAPES, export_dynamo_standard),
+    "phi_tiny_op23": (build_phi, text_feeds, ["logits"], lm_axes("logits"), ONE_ROW_SHAPES,
+                      export_dynamo_standard),
+    "gpt2_tiny_op23": (em.build_gpt2, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                       export_dynamo_standard),
     "graphs/mobilenet_v3_small": (build_torchvision("mobilenet_v3_small"), image_feeds(224),
                                   ["logits"], {"pixel_values": {0: "batch"},
                                                "logits": {0: "batch"}},

@@ -35,6 +35,7 @@ pub mod matchers;
 pub mod mha_mask;
 pub mod mha_query;
 pub mod rewrite;
+pub mod rotary_standard;
 pub mod specialize;
 pub mod target;
 
@@ -77,6 +78,7 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &fuse_hard_swish::FuseHardSwish,
     &fuse_hard_swish_clip::FuseHardSwishClip,
     &fuse_rotary::FuseRotary,
+    &rotary_standard::RotaryStandard,
     &fuse_attention::FuseAttention,
     &fuse_mha::FuseMultiHeadAttention,
     &fuse_pad_conv::FusePadConv,

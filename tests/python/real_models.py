@@ -268,7 +268,13 @@ SPECS: dict[str, Spec] = {
                   "gpt2_tiny_dynamo", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4",
                   "gpt2_tiny_sdpa", "llama_gqa_tiny_sdpa", "qwen3_tiny", "gemma3_tiny",
                   "phi3_tiny", "t5_encoder_tiny", "gptj_tiny", "gptj_tiny_dynamo",
-                  "codegen_tiny"]
+                  "codegen_tiny", "gpt2_tiny_op23"]
+    },
+    # torch's opset-23 exports write the rotary as the standard RotaryEmbedding with [1, seq, r/2]
+    # caches, which onnxruntime runs at batch 1 only (fuselab's saved model runs at any batch).
+    **{
+        f"{ZOO_ID}/{m}.onnx": Spec(dims={**TEXT_DIMS, "batch": 1}, vocab=1000)
+        for m in ["llama_gqa_tiny_op23", "phi_tiny_op23"]
     },
     # Decode steps: 3 new tokens after 5 cached (the cache N(0, 1)), the mask over all 8.
     **{

@@ -106,6 +106,54 @@ def test_gptj_interleaved_rotary_runs_in_onnxruntime(fuselab, tmp_path, stem):
             assert float(np.abs(w - g).max()) <= 1e-4, (batch, seq)
 
 
+# torch's dynamo exporter at opset 23 (scripts/export_zoo.py, `*_op23`) writes the norms as the
+# standard RMSNormalization / LayerNormalization and the rotary as the standard RotaryEmbedding on
+# the 4-D heads, its caches the per-token tables [1, seq, r/2]; onnxruntime refuses those caches at
+# any batch but 1. `rotary_standard` reads them as onnxruntime's op over cache rows, and the
+# attention after it fuses as on the opset-20 export: the stem -> (the export of the same seeded
+# weights that onnxruntime runs at every batch, the exact fused counts).
+OPSET23 = {
+    "llama_gqa_tiny_op23": ("llama_gqa_tiny_dynamo", {
+        "RotaryEmbedding": 4, "MultiHeadAttention": 2, "RMSNormalization": 1,
+        "SkipSimplifiedLayerNormalization": 4, "QuickGelu": 2, "Softmax": 0}),
+    "phi_tiny_op23": ("phi_tiny", {
+        "RotaryEmbedding": 4, "MultiHeadAttention": 2, "SkipLayerNormalization": 2,
+        "FastGelu": 2, "Softmax": 0}),
+    "gpt2_tiny_op23": ("gpt2_tiny_dynamo", {
+        "MultiHeadAttention": 2, "SkipLayerNormalization": 5, "FastGelu": 2, "Softmax": 0}),
+}
+
+
+@pytest.mark.parametrize("stem", list(OPSET23))
+def test_opset23_exports_fuse_and_run_in_onnxruntime_at_every_batch(fuselab, tmp_path, stem):
+    twin, want = OPSET23[stem]
+    src = REPO / "tests" / "models" / "zoo" / f"{stem}.onnx"
+    out = tmp_path / "out.onnx"
+    ops = optimized_ops(fuselab, src, out)
+    assert {k: ops[k] for k in want} == want, ops
+    for n in onnx.load(str(out)).graph.node:
+        if n.op_type == "RotaryEmbedding":
+            assert n.domain == "com.microsoft", n
+    fused = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    orig = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    same = ort.InferenceSession(str(REPO / "tests" / "models" / "zoo" / f"{twin}.onnx"),
+                                providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(17)
+    for batch, seq in [(1, 9), (2, 7), (1, 1), (3, 12)]:
+        mask = np.ones((batch, seq), np.int64)
+        if batch > 1 and seq > 2:
+            mask[1, :2] = 0  # left padding
+        feeds = {"input_ids": rng.integers(0, 1000, (batch, seq)).astype(np.int64),
+                 "attention_mask": mask}
+        got = fused.run(None, feeds)[0]
+        # The twin export: every kept position (a left-padded query row is a masked one, whose
+        # value no exporter agrees on).
+        kept = mask.astype(bool)
+        assert float(np.abs(got - same.run(None, feeds)[0])[kept].max()) <= 1e-4, (batch, seq)
+        if batch == 1 or stem == "gpt2_tiny_op23":
+            assert float(np.abs(got - orig.run(None, feeds)[0]).max()) <= 1e-4, (batch, seq)
+
+
 # float16 exports (onnxruntime's float16 converter, keep_io_types: float32 logits out, every float
 # op inside in float16, the rotary tables included): q and k of both layers fuse into float16
 # RotaryEmbedding (its caches float16, as onnxruntime's one type T requires), the attention into
