@@ -45,7 +45,7 @@ fn i64_tensor(shape: &[usize], v: Vec<i64>) -> Tensor {
 }
 
 /// The RMS norms (what `rms_norm` and `skip_layer_norm` make of Llama's norms): one dispatch each,
-/// inv_std_var, SkipSimplified's zero mean and the residual sum out.
+/// inv_std_var, SkipSimplified's zero mean and the residual sum out; ai.onnx RMSNormalization.
 fn rms_norms_are_one_dispatch_each(gpu: &Gpu) {
     let mut b = GraphBuilder::new("g", 17);
     b.import("com.microsoft", 1);
@@ -82,6 +82,22 @@ fn rms_norms_are_one_dispatch_each(gpu: &Gpu) {
         2e-6,
     );
     assert_eq!(n, 2, "one dispatch per norm");
+
+    // ai.onnx RMSNormalization (what `rms_norm` writes at opset 23), over the last axis and over
+    // the last two: the same kernel.
+    let mut b = GraphBuilder::new("g", 23);
+    let x = f32_in(&mut b, "x", &[2, 5, 96]);
+    for (axis, scale) in [(-1, vec![96]), (1, vec![5, 96])] {
+        let gamma = b.initializer(&format!("gamma{axis}"), &seeded_f32(&scale, 25));
+        let y = b.op(
+            "RMSNormalization",
+            &[x, gamma],
+            vec![attr::int("axis", axis), attr::float("epsilon", 1e-6)],
+        );
+        b.output(y, &format!("y{axis}"));
+    }
+    let n = check(gpu, &b.build(), &[("x", seeded_f32(&[2, 5, 96], 23))], 2e-6);
+    assert_eq!(n, 2, "one dispatch per RMSNormalization");
 }
 
 /// com.microsoft RotaryEmbedding (what `rotary` makes of Llama's RoPE): a start offset on 4-D
@@ -130,6 +146,50 @@ fn rotary_embedding_is_one_dispatch(gpu: &Gpu) {
             &[("x", seeded_f32(&xs, 33)), ("pos", ids)],
             2e-6,
         );
+        assert_eq!(n, 1, "case {i}");
+    }
+}
+
+/// ai.onnx RotaryEmbedding (torch's opset-23 exports): per-token caches `[1, seq, r/2]` (one row
+/// per token for every batch row) and `[batch, seq, r/2]`, and position ids into `[max_pos, r/2]`
+/// caches, on 4-D and 3-D (interleaved, partial) input; the same one dispatch as com.microsoft's.
+fn standard_rotary_embedding_is_one_dispatch(gpu: &Gpu) {
+    // (x shape, cos shape, position_ids shape (empty: none), rotary_embedding_dim, num_heads,
+    // interleaved)
+    type Case = (Vec<usize>, Vec<usize>, Vec<usize>, i64, i64, bool);
+    let cases: Vec<Case> = vec![
+        (vec![2, 3, 5, 8], vec![1, 5, 4], vec![], 0, 0, false),
+        (vec![2, 3, 5, 8], vec![2, 5, 4], vec![], 0, 0, false),
+        (vec![2, 5, 24], vec![1, 5, 2], vec![], 4, 3, true),
+        (vec![2, 3, 5, 8], vec![12, 4], vec![2, 5], 0, 0, false),
+        (vec![2, 5, 24], vec![12, 2], vec![1, 5], 4, 3, true),
+    ];
+    for (i, (xs, cs, ps, rot, heads, inter)) in cases.into_iter().enumerate() {
+        let mut b = GraphBuilder::new("g", 23);
+        let x = f32_in(&mut b, "x", &xs);
+        let cos = b.initializer("cos", &seeded_f32(&cs, 31));
+        let sin = b.initializer("sin", &seeded_f32(&cs, 32));
+        let mut ins = vec![Some(x), Some(cos), Some(sin)];
+        let mut feeds = vec![("x", seeded_f32(&xs, 33))];
+        if !ps.is_empty() {
+            let dims_ = dims(&ps.iter().map(|&d| d as i64).collect::<Vec<_>>());
+            ins.push(Some(b.input("pos", DType::I64, dims_)));
+            let n: usize = ps.iter().product();
+            feeds.push((
+                "pos",
+                i64_tensor(&ps, (0..n as i64).map(|v| (v * 7 + 2) % 12).collect()),
+            ));
+        }
+        let mut attrs = vec![attr::int("interleaved", inter as i64)];
+        if rot > 0 {
+            attrs.push(attr::int("rotary_embedding_dim", rot));
+        }
+        if heads > 0 {
+            attrs.push(attr::int("num_heads", heads));
+        }
+        let y = b.node("", "RotaryEmbedding", &ins, 1, attrs);
+        b.output(y[0], "y");
+        let n = check(gpu, &b.build(), &feeds, 2e-6);
         assert_eq!(n, 1, "case {i}");
     }
 }
@@ -1765,6 +1825,10 @@ const CASES: &[Case] = &[
     (
         "rotary_embedding_is_one_dispatch",
         rotary_embedding_is_one_dispatch,
+    ),
+    (
+        "standard_rotary_embedding_is_one_dispatch",
+        standard_rotary_embedding_is_one_dispatch,
     ),
     (
         "rotary_embedding_float16_is_one_dispatch",

@@ -430,6 +430,22 @@ impl Op for RMSNormalization {
     fn kernel(&self) -> Kernel {
         |ctx, inputs| by_float_type!("RMSNormalization", inputs, rms_norm(ctx, inputs))
     }
+    /// SimplifiedLayerNormalization's one dispatch (statistics in float32), when the scale has
+    /// one element per normalized element.
+    fn lower(&self, c: &NodeCtx) -> R<Lowered> {
+        let x = &c.input(0)?.shape;
+        let axis = super::lowering::norm_axis(self.axis, x.len())?;
+        let len: usize = x[axis..].iter().product();
+        super::transformer::lower_layer_norm(
+            c,
+            self.epsilon,
+            len,
+            true,
+            None,
+            None,
+            (None, None, None),
+        )
+    }
 }
 
 fn rms_norm<T: Real>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {

@@ -28,7 +28,7 @@ use super::common::{check_out, input, unsupported_type};
 use super::lanes::elements;
 use super::lowering::{run, Lowered, NodeCtx, Ty};
 use super::transformer::{required, shaped, Real};
-use super::wgsl;
+use super::wgsl::{self, RotaryRows};
 use super::{Attrs, InferCx, Kernel, KernelCtx, KernelResult, Op};
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
@@ -109,15 +109,6 @@ fn infer_same(cx: &InferCx) -> Vec<TensorType> {
     vec![cx.input(0)]
 }
 
-impl Op for RotaryEmbedding {
-    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
-        infer_same(cx)
-    }
-    fn kernel(&self) -> Kernel {
-        rotary_onnx
-    }
-}
-
 impl Op for MsRotaryEmbedding {
     fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
         infer_same(cx)
@@ -128,46 +119,107 @@ impl Op for MsRotaryEmbedding {
     /// One dispatch (`wgsl::rotary`), float32 (float16 held as float32), for the shapes the
     /// reference kernel accepts.
     fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
-        const OP: &str = "RotaryEmbedding";
-        if c.ty(0)? != Ty::F32 {
-            return Err(format!("{OP} on webgpu takes float32 and float16 only"));
+        let g = lowered_geometry(c, self.num_heads, self.rotary_embedding_dim, 2)?;
+        if c.input(2)?.shape.len() != 2 {
+            return Err("RotaryEmbedding: cos_cache must be 2-D".into());
         }
-        let x = &c.input(0)?.shape;
-        let (pos, cos) = (&c.input(1)?.shape, &c.input(2)?.shape);
-        let [rows, width] = cos[..] else {
-            return Err(format!("{OP}: cos_cache must be 2-D, got {cos:?}"));
-        };
-        let rot = self.rotary_embedding_dim as usize;
-        let hint = if rot == 0 { width * 2 } else { 0 };
-        let g = Geometry::of(OP, x, self.num_heads as usize, hint)?;
-        let rot = if rot == 0 { hint } else { rot };
-        if rot > g.head || rot != width * 2 {
-            return Err(format!(
-                "{OP}: rotary dim {rot} does not fit head {} and caches {cos:?}",
-                g.head
-            ));
-        }
-        let per_token = match pos[..] {
-            [1] => false,
-            [b, s] if b == g.batch && s == g.seq => true,
-            _ => {
+        let rows_from = match c.input(1)?.shape[..] {
+            [1] => RotaryRows::Start,
+            [b, s] if b == g.batch && s == g.seq => RotaryRows::PerToken,
+            ref pos => {
                 return Err(format!(
-                    "{OP}: position_ids {pos:?} is neither [1] nor [batch, seq]"
+                    "RotaryEmbedding: position_ids {pos:?} is neither [1] nor [batch, seq]"
                 ))
             }
         };
-        run(wgsl::rotary(&wgsl::Rotary {
-            batch: g.batch,
-            seq: g.seq,
-            heads: g.heads,
-            head: g.head,
-            rot,
-            bnsh: g.bnsh,
-            interleaved: self.interleaved,
-            per_token,
-            rows,
-        }))
+        lower_rotation(c, &g, self.interleaved, rows_from, 2)
     }
+}
+
+impl Op for RotaryEmbedding {
+    fn infer(&self, cx: &InferCx) -> Vec<TensorType> {
+        infer_same(cx)
+    }
+    fn kernel(&self) -> Kernel {
+        rotary_onnx
+    }
+    /// The same dispatch as com.microsoft's, its bindings in this op's input order: position ids
+    /// `[batch or 1, seq]` into caches `[max_pos, rot/2]`, or per-token caches `[batch or 1, seq,
+    /// rot/2]` without them.
+    fn lower(&self, c: &NodeCtx) -> Result<Lowered, String> {
+        let g = lowered_geometry(c, self.num_heads, self.rotary_embedding_dim, 1)?;
+        let cos = &c.input(1)?.shape;
+        // Row b · seq + s when the rows are per batch row, row s when one row serves them all.
+        let per_batch = |b: usize| match b {
+            1 => Some(false),
+            b if b == g.batch => Some(true),
+            _ => None,
+        };
+        let rows_from = if c.has_input(3) {
+            match (&c.input(3)?.shape[..], cos.len()) {
+                ([b, s], 2) if *s == g.seq => {
+                    per_batch(*b).map(|per_batch| RotaryRows::StandardIds { per_batch })
+                }
+                _ => None,
+            }
+        } else {
+            match cos[..] {
+                [b, s, _] if s == g.seq => {
+                    per_batch(b).map(|per_batch| RotaryRows::StandardTable { per_batch })
+                }
+                _ => None,
+            }
+        };
+        let rows_from = rows_from.ok_or_else(|| {
+            format!("RotaryEmbedding: caches {cos:?} do not give a row per token of x")
+        })?;
+        lower_rotation(c, &g, self.interleaved, rows_from, 1)
+    }
+}
+
+/// X's geometry for a lowering, the rotated width `rot` fitted to the caches (input `cos_at`,
+/// last axis rot/2).
+fn lowered_geometry(c: &NodeCtx, heads: i64, rot: i64, cos_at: usize) -> Result<Geometry, String> {
+    const OP: &str = "RotaryEmbedding";
+    if c.ty(0)? != Ty::F32 {
+        return Err(format!("{OP} on webgpu takes float32 and float16 only"));
+    }
+    let cos = &c.input(cos_at)?.shape;
+    let width = *cos
+        .last()
+        .ok_or_else(|| format!("{OP}: cos_cache is a scalar"))?;
+    let rot = rot as usize;
+    let hint = if rot == 0 { width * 2 } else { 0 };
+    let mut g = Geometry::of(OP, &c.input(0)?.shape, heads as usize, hint)?;
+    g.rot = if rot == 0 { hint } else { rot };
+    if g.rot > g.head || g.rot != width * 2 {
+        return Err(format!(
+            "{OP}: rotary dim {} does not fit head {} and caches {cos:?}",
+            g.rot, g.head
+        ));
+    }
+    Ok(g)
+}
+
+fn lower_rotation(
+    c: &NodeCtx,
+    g: &Geometry,
+    interleaved: bool,
+    rows_from: RotaryRows,
+    cos_at: usize,
+) -> Result<Lowered, String> {
+    let cos = &c.input(cos_at)?.shape;
+    run(wgsl::rotary(&wgsl::Rotary {
+        batch: g.batch,
+        seq: g.seq,
+        heads: g.heads,
+        head: g.head,
+        rot: g.rot,
+        bnsh: g.bnsh,
+        interleaved,
+        rows_from,
+        rows: cos[..cos.len() - 1].iter().product(),
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,6 +81,8 @@ pub const ZOO: &[ZooModel] = &[
     zoo_model!("zoo/gpt2_tiny_fp16", 2, 8, HALF_TOLERANCE),
     zoo_model!("zoo/llama_gqa_tiny", 2, 8, DEFAULT_TOLERANCE),
     zoo_model!("zoo/llama_gqa_tiny_dynamo", 1, 13, DEFAULT_TOLERANCE),
+    // torch's opset-23 export: the standard RotaryEmbedding with [1, seq, r/2] caches.
+    zoo_model!("zoo/llama_gqa_tiny_op23", 2, 8, DEFAULT_TOLERANCE),
     zoo_model!("zoo/llama_gqa_tiny_int4", 2, 8, DEFAULT_TOLERANCE),
     // MatMulNBits dequantizes exactly what DequantizeLinear does; held to 1e-5 natively since
     // it first ran whole.

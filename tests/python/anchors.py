@@ -112,7 +112,7 @@ SUBJECTS = [
     _zoo("llama_gqa_tiny_dynamo", "gpt2"),
     _zoo("llama_gqa_tiny_op23", "gpt2"),
     _zoo("phi_tiny_op23", "gpt2"),
-    _zoo("gpt2_tiny_op23", "gpt2"),
+    _zoo("gpt2_tiny_op23", "bert"),
     _zoo("llama_gqa_tiny_int4", "gpt2"),
     _zoo("llama_gqa_tiny_int4_qdq", "gpt2"),
     _zoo("qwen2_tiny", "gpt2"),

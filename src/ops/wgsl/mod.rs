@@ -29,7 +29,7 @@ pub use quant::{
 };
 pub use transformer::{
     attention_core, cache_append, embed_layer_norm, layer_norm, mha_core, rotary, AttentionCore,
-    Embed, LayerNorm, MhaCore, Rotary, MAX_ATTENTION_SEQ,
+    Embed, LayerNorm, MhaCore, Rotary, RotaryRows, MAX_ATTENTION_SEQ,
 };
 
 /// Threads per workgroup of the one-thread-per-element kernels and the row reductions.

@@ -273,11 +273,11 @@ pub fn embed_layer_norm(p: &Embed) -> Result<Dispatch, String> {
     })
 }
 
-/// com.microsoft RotaryEmbedding: one thread per element of X, `[batch, heads, seq, head]`
-/// (`bnsh`) or `[batch, seq, heads · head]`. Token (b, s) reads cache row `in1[0] + s` (a start
-/// offset) or `in1[b · seq + s]` (`per_token`), clamped to the caches' `rows` (a GPU kernel cannot
-/// fail; the reference backend reports a position out of range). The first `rot` elements of each
-/// head are rotated in pairs (`i`, `i + rot/2`), or adjacent pairs when `interleaved`.
+/// RotaryEmbedding (com.microsoft and ai.onnx): one thread per element of X, `[batch, heads, seq,
+/// head]` (`bnsh`) or `[batch, seq, heads · head]`. Token (b, s) reads the cache row `rows_from`
+/// names, clamped to the caches' `rows` (a GPU kernel cannot fail; the reference backend reports
+/// a position out of range). The first `rot` elements of each head are rotated in pairs (`i`,
+/// `i + rot/2`), or adjacent pairs when `interleaved`.
 pub struct Rotary {
     pub batch: usize,
     pub seq: usize,
@@ -286,15 +286,67 @@ pub struct Rotary {
     pub rot: usize,
     pub bnsh: bool,
     pub interleaved: bool,
-    pub per_token: bool,
+    pub rows_from: RotaryRows,
     pub rows: usize,
+}
+
+/// Where a RotaryEmbedding's token (b, s) finds its cache row, and the node's input order.
+#[derive(Clone, Copy, PartialEq)]
+pub enum RotaryRows {
+    /// com.microsoft (x, position_ids, cos, sin) with position_ids `[1]`: row `start + s`.
+    Start,
+    /// com.microsoft with position_ids `[batch, seq]`: row `position_ids[b, s]`.
+    PerToken,
+    /// ai.onnx (x, cos, sin, position_ids) with position_ids `[batch or 1, seq]`.
+    StandardIds { per_batch: bool },
+    /// ai.onnx (x, cos, sin) with caches `[batch or 1, seq, rot/2]`: row `b · seq + s` or `s`.
+    StandardTable { per_batch: bool },
 }
 
 pub fn rotary(p: &Rotary) -> Dispatch {
     let (h, seq, rot, half) = (p.head, p.seq, p.rot, p.rot / 2);
     let n = p.batch * seq * p.heads * h;
     let mut s = String::new();
-    bindings(&mut s, &[Ty::F32, Ty::I32, Ty::F32, Ty::F32], &[Ty::F32]);
+    // The cos/sin bindings, and what the position-id binding (in1) is read for.
+    let bt = |per_batch: bool| {
+        if per_batch {
+            format!("b * {seq}u + t")
+        } else {
+            "t".into()
+        }
+    };
+    let (cos, sin, pos, reads) = match p.rows_from {
+        RotaryRows::Start => (
+            "in2",
+            "in3",
+            "in1[0] + i32(t)".to_string(),
+            vec![0, 1, 2, 3],
+        ),
+        RotaryRows::PerToken => (
+            "in2",
+            "in3",
+            format!("in1[b * {seq}u + t]"),
+            vec![0, 1, 2, 3],
+        ),
+        RotaryRows::StandardIds { per_batch } => (
+            "in2",
+            "in3",
+            format!("in1[{}]", bt(per_batch)),
+            vec![0, 3, 1, 2],
+        ),
+        RotaryRows::StandardTable { per_batch } => (
+            "in1",
+            "in2",
+            format!("i32({})", bt(per_batch)),
+            vec![0, 1, 2],
+        ),
+    };
+    let types: &[Ty] = if reads.len() == 4 {
+        &[Ty::F32, Ty::I32, Ty::F32, Ty::F32]
+    } else {
+        &[Ty::F32, Ty::F32, Ty::F32]
+    };
+    bindings(&mut s, types, &[Ty::F32]);
     let (b, t) = if p.bnsh {
         (
             format!("i / {}u", p.heads * seq * h),
@@ -305,11 +357,6 @@ pub fn rotary(p: &Rotary) -> Dispatch {
             format!("i / {}u", seq * p.heads * h),
             format!("(i / {}u) % {seq}u", p.heads * h),
         )
-    };
-    let pos = if p.per_token {
-        format!("in1[b * {seq}u + t]")
-    } else {
-        "in1[0] + i32(t)".to_string()
     };
     let (first, next, prev, col) = if p.interleaved {
         (
@@ -329,13 +376,13 @@ pub fn rotary(p: &Rotary) -> Dispatch {
     let groups = thread_kernel(&mut s, n);
     let _ = writeln!(
         s,
-        "  let j = i % {h}u;\n  if (j >= {rot}u) {{ out0[i] = in0[i]; return; }}\n  let b = {b};\n  let t = {t};\n  let row = u32(clamp({pos}, 0i, {last}i));\n  let k = row * {half}u + {col};\n  let c = in2[k];\n  let sn = in3[k];\n  if ({first}) {{ out0[i] = in0[i] * c - in0[{next}] * sn; }} else {{ out0[i] = in0[{prev}] * sn + in0[i] * c; }}\n}}",
+        "  let j = i % {h}u;\n  if (j >= {rot}u) {{ out0[i] = in0[i]; return; }}\n  let b = {b};\n  let t = {t};\n  let row = u32(clamp({pos}, 0i, {last}i));\n  let k = row * {half}u + {col};\n  let c = {cos}[k];\n  let sn = {sin}[k];\n  if ({first}) {{ out0[i] = in0[i] * c - in0[{next}] * sn; }} else {{ out0[i] = in0[{prev}] * sn + in0[i] * c; }}\n}}",
         last = p.rows.saturating_sub(1)
     );
     Dispatch {
         wgsl: s,
         groups,
-        reads: vec![Bind::In(0), Bind::In(1), Bind::In(2), Bind::In(3)],
+        reads: reads.into_iter().map(Bind::In).collect(),
         writes: vec![Bind::Out(0)],
     }
 }
