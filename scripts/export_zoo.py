@@ -82,6 +82,9 @@ Files (tests/models/zoo/):
                              RotaryEmbedding written by the exporter, its caches [1, seq, r/2],
                              which onnxruntime runs at batch 1 only (so Llama and Phi are
                              checked against torch there)
+  vit_tiny_op23.onnx, whisper_encoder_tiny_op23.onnx
+                             the ViT and the Whisper encoder through the dynamo exporter at
+                             opset 23: the standard Gelu (opset 20) after each bias Add
   t5_encoder_tiny.onnx       T5EncoderModel (eager: T5 has no sdpa), d_model 64, 4 heads of 16,
                              gated-gelu FFN 128: RMSNorm without mean, unscaled scores plus the
                              relative position bias plus the padding mask
@@ -564,6 +567,13 @@ EXPORTS = {
     "whisper_encoder_tiny": (build_whisper_encoder, mel_feeds, ["last_hidden_state"],
                              {"input_features": {0: "batch"}, "last_hidden_state": {0: "batch"}},
                              [(2, 0), (1, 0)], export_legacy),
+    "vit_tiny_op23": (build_vit, image_feeds(IMAGE), ["logits"],
+                      {"pixel_values": {0: "batch"}, "logits": {0: "batch"}},
+                      [(2, 0), (1, 0), (3, 0)], export_dynamo_standard),
+    "whisper_encoder_tiny_op23": (build_whisper_encoder, mel_feeds, ["last_hidden_state"],
+                                  {"input_features": {0: "batch"},
+                                   "last_hidden_state": {0: "batch"}},
+                                  [(2, 0), (1, 0)], export_dynamo_standard),
     "gpt2_tiny_dynamo": (em.build_gpt2, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
                          export_dynamo),
     "llama_gqa_tiny_dynamo": (build_llama, text_feeds, ["logits"], lm_axes("logits"),

@@ -275,3 +275,68 @@ fn reversing_partial_and_unknown_slices_and_concats_stay() {
     assert_eq!(ops(&opt), count(&[("Concat", 1), ("Slice", 3)]));
     assert_eq!(parity(&m, &opt, &[("S", 11)]).max_abs_diff, 0.0);
 }
+
+/// torch's dynamo ViT: the scores `[B, 4, S, S]` plus `Where(Expand(all true [1, 1, S, 1],
+/// [B, 1, S, S]), 0, lowest)`, a mask that keeps every key. The Add and the mask's chain go;
+/// parity is exact. What stays: a Where whose condition is a graph input (it may be false), an
+/// Add of a stored zero (a bias a random initialization left at zero: the bias fusions take it),
+/// and a computed zero that broadcasts the other operand to a larger shape.
+#[test]
+fn adds_of_a_computed_zero_mask_are_removed() {
+    let mut b = GraphBuilder::new("g", 20);
+    let s = dims(&[5])[0].clone();
+    let scores = b.input(
+        "scores",
+        DType::F32,
+        vec![sym("B"), dims(&[4])[0].clone(), s.clone(), s.clone()],
+    );
+    let keep = b.initializer(
+        "keep",
+        &Tensor::Bool(ndarray::ArrayD::from_elem(
+            ndarray::IxDyn(&[1, 1, 5, 1]),
+            true,
+        )),
+    );
+    let zero = b.initializer("zero", &Tensor::F32(ndarray::arr0(0.0f32).into_dyn()));
+    let low = b.initializer("low", &Tensor::F32(ndarray::arr0(f32::MIN).into_dyn()));
+    let shape_b = b.op("Shape", &[scores], vec![attr::int("end", 1)]);
+    let rest = ints(&mut b, "rest", &[1, 5, 5]);
+    let target = b.op("Concat", &[shape_b, rest], vec![attr::int("axis", 0)]);
+    let cond = b.op("Expand", &[keep, target], vec![]);
+    let mask = b.op("Where", &[cond, zero, low], vec![]);
+    let y = b.op("Add", &[scores, mask], vec![]);
+    let y = b.op("Softmax", &[y], vec![attr::int("axis", -1)]);
+    b.output(y, "Y");
+    // A condition that may be false.
+    let any = b.input(
+        "any",
+        DType::BOOL,
+        vec![sym("B"), dims(&[1])[0].clone(), s.clone(), s.clone()],
+    );
+    let mask2 = b.op("Where", &[any, zero, low], vec![]);
+    let y2 = b.op("Add", &[scores, mask2], vec![]);
+    b.output(y2, "Y2");
+    // A stored zero bias.
+    let bias = b.initializer("bias", &Tensor::F32(ndarray::Array1::zeros(5).into_dyn()));
+    let y3 = b.op("Add", &[scores, bias], vec![]);
+    b.output(y3, "Y3");
+    // A computed zero that broadcasts the scores' row [S] to [B, 1, S, S].
+    let row = b.input("row", DType::F32, vec![s.clone()]);
+    let y4 = b.op("Add", &[row, mask], vec![]);
+    b.output(y4, "Y4");
+    let m = b.build();
+    let (opt, trace) = run(&m, &["identity", "dce"]);
+    assert_eq!(
+        ops(&opt),
+        count(&[
+            ("Add", 3),
+            ("Concat", 1),
+            ("Expand", 1),
+            ("Shape", 1),
+            ("Softmax", 1),
+            ("Where", 2),
+        ]),
+        "{trace:?}"
+    );
+    assert_eq!(parity(&m, &opt, &[("B", 2)]).max_abs_diff, 0.0);
+}

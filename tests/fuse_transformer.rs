@@ -551,6 +551,54 @@ fn bias_gelu_rejects_a_biased_value_that_is_a_graph_output() {
     assert!(trace.rejected.iter().any(|r| r.rule == "bias_gelu"));
 }
 
+/// `y = Gelu(A·W + bias)` with the standard Gelu (ai.onnx 20, as torch's dynamo exporter writes
+/// it), `approximate` as given.
+fn standard_gelu_model(approximate: Option<&str>, bias_len: usize) -> Model {
+    let mut b = GraphBuilder::new("bias_gelu_20", 20);
+    let a = hidden_input(&mut b, "a");
+    let w = b.initializer("w", &seeded_f32(&[8, 8], 5));
+    let mm = b.op("MatMul", &[a, w], vec![]);
+    let bias = vector(&mut b, "bias", bias_len, 4);
+    let t = b.op("Add", &[mm, bias], vec![]);
+    let attrs = approximate
+        .map(|v| attr::string("approximate", v))
+        .into_iter()
+        .collect();
+    let y = b.op("Gelu", &[t], attrs);
+    b.output(y, "y");
+    b.build()
+}
+
+#[test]
+fn the_standard_gelu_takes_its_bias_as_bias_gelu_or_fast_gelu() {
+    for (approximate, fused) in [
+        (None, "BiasGelu"),
+        (Some("none"), "BiasGelu"),
+        (Some("tanh"), "FastGelu"),
+    ] {
+        let m = standard_gelu_model(approximate, 8);
+        let (opt, _) = fuse(&m, TRANSFORMER_RULES);
+        assert_eq!(
+            ops(&opt),
+            counts(&[(fused, 1), ("MatMul", 1)]),
+            "{approximate:?}"
+        );
+        let g = &opt.graph;
+        let n = g
+            .node_ids()
+            .map(|id| g.node(id))
+            .find(|n| n.op_type == fused)
+            .unwrap();
+        assert_eq!((n.domain.as_str(), n.inputs.len()), ("com.microsoft", 2));
+        assert_parity(&m, &opt);
+    }
+    // A bias that broadcasts is not BiasGelu's B: the standard Gelu stays as it is.
+    let m = standard_gelu_model(Some("tanh"), 1);
+    let (opt, trace) = fuse(&m, TRANSFORMER_RULES);
+    assert_eq!(ops(&opt), counts(&[("Add", 1), ("Gelu", 1), ("MatMul", 1)]));
+    assert!(trace.rejected.iter().any(|r| r.rule == "bias_gelu"));
+}
+
 // ---------------------------------------------------------------- FastGelu
 
 #[derive(Clone, Copy, PartialEq)]

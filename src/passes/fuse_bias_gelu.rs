@@ -1,15 +1,21 @@
-//! Bias Add + Gelu → com.microsoft.BiasGelu. Runs after `gelu`, on the fused Gelu.
+//! Bias Add + Gelu → com.microsoft.BiasGelu. Runs after `gelu`, on the fused Gelu, and on the
+//! standard Gelu (ai.onnx 20) that torch's dynamo exporter writes from opset 20 on.
 //!
 //! ```text
-//!   before                               after
+//!   before                                        after
 //!
-//!   A ─► Add(B) ─► t ─► Gelu ─► y          A ─► BiasGelu(·, B) ─► y
+//!   A ─► Add(B) ─► t ─► Gelu ─► y                  A ─► BiasGelu(·, B) ─► y
+//!   A ─► Add(B) ─► t ─► Gelu(approximate=tanh) ─► y    A ─► FastGelu(·, B) ─► y
 //! ```
-//! Guards: B is a 1-D constant of the hidden size (A's statically known last dim, so the Add does
-//! not broadcast A); t is read only by the Gelu and is not a graph output; float32 or float16.
+//! com.microsoft.Gelu and ai.onnx Gelu without `approximate` (or "none") are the erf form, which
+//! BiasGelu computes on `A + B`; `approximate = "tanh"` is the tanh form FastGelu computes, which
+//! takes the bias as its second input. Guards: B is a 1-D constant of the hidden size (A's
+//! statically known last dim, so the Add does not broadcast A); t is read only by the Gelu and
+//! is not a graph output; float32 or float16.
 
 use crate::ir::model::MS_DOMAIN;
 use crate::ir::{Model, Node, NodeId};
+use crate::ops::{activation, attrs_of};
 use crate::passes::matchers::{
     bias_add, fresh_node_name, last_dim, produced_by, require_f32_or_f16,
 };
@@ -27,13 +33,24 @@ impl Rule for FuseBiasGelu {
     }
 
     fn anchors(&self) -> Anchors {
-        Anchors::Ops(vec![(MS_DOMAIN, "Gelu")])
+        Anchors::Ops(vec![(MS_DOMAIN, "Gelu"), ("", "Gelu")])
     }
 
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let gelu = g.node(id);
-        if gelu.op_type != "Gelu" || gelu.domain != MS_DOMAIN || gelu.inputs.len() != 1 {
+        let fused_op = if gelu.domain == MS_DOMAIN {
+            "BiasGelu"
+        } else if gelu.is("Gelu") {
+            match attrs_of::<activation::Gelu>(model, gelu) {
+                Some(a) if a.tanh => "FastGelu",
+                Some(_) => "BiasGelu",
+                None => return Proposal::NoMatch,
+            }
+        } else {
+            return Proposal::NoMatch;
+        };
+        if gelu.op_type != "Gelu" || gelu.inputs.len() != 1 {
             return Proposal::NoMatch;
         }
         let (Some(t), Some(y)) = (gelu.input(0), gelu.output(0)) else {
@@ -55,8 +72,8 @@ impl Rule for FuseBiasGelu {
                 g.name(t)
             ));
         };
-        let mut fused = Node::new("BiasGelu", MS_DOMAIN);
-        fused.name = fresh_node_name(g, &format!("{}_BiasGelu", g.name(y)));
+        let mut fused = Node::new(fused_op, MS_DOMAIN);
+        fused.name = fresh_node_name(g, &format!("{}_{fused_op}", g.name(y)));
         fused.inputs = vec![Some(a), Some(b)];
         fused.outputs = vec![Some(y)];
         Proposal::Rewrite(Patch {

@@ -130,6 +130,8 @@ SUBJECTS = [
     _zoo("distilbert_tiny", "bert"),
     _zoo("vit_tiny", "vit"),
     _zoo("whisper_encoder_tiny", "bert"),
+    _zoo("vit_tiny_op23", "vit"),
+    _zoo("whisper_encoder_tiny_op23", "bert"),
     _zoo("t5_encoder_tiny", "t5"),
     Subject("mobilenet_v3_small", TORCHVISION / "mobilenet_v3_small.onnx", None, ("--dim", "batch=1")),
     Subject("resnet18", TORCHVISION / "resnet18.onnx", None, ("--dim", "batch=1")),

@@ -294,10 +294,14 @@ SPECS: dict[str, Spec] = {
             "MatMulNBits with accuracy_level 4 (activations quantized to int8), which moves the "
             "logits by 5.7e-3 from the QDQ graph's float32 math; basic keeps that math",
     ),
-    f"{ZOO_ID}/vit_tiny.onnx": Spec(dims={"batch": 2}, generators={"pixel_values": image}),
-    f"{ZOO_ID}/whisper_encoder_tiny.onnx": Spec(
-        dims={"batch": 2}, generators={"input_features": log_mel},
-    ),
+    **{
+        f"{ZOO_ID}/{m}.onnx": Spec(dims={"batch": 2}, generators={"pixel_values": image})
+        for m in ["vit_tiny", "vit_tiny_op23"]
+    },
+    **{
+        f"{ZOO_ID}/{m}.onnx": Spec(dims={"batch": 2}, generators={"input_features": log_mel})
+        for m in ["whisper_encoder_tiny", "whisper_encoder_tiny_op23"]
+    },
     f"{ZOO_ID}/bert_tiny_int8.onnx": Spec(
         dims=TEXT_DIMS, vocab=1000, atol=1e-3,
         why="int8: where x / scale lands within float error of .5, DynamicQuantizeLinear may round "
