@@ -39,6 +39,10 @@ impl Rule for FuseBiasGelu {
     fn propose(&self, model: &Model, id: NodeId) -> Proposal {
         let g = &model.graph;
         let gelu = g.node(id);
+        if gelu.op_type != "Gelu" || gelu.inputs.len() != 1 {
+            return Proposal::NoMatch;
+        }
+        // com.microsoft.Gelu is the erf form; the standard one says which form it is.
         let fused_op = if gelu.domain == MS_DOMAIN {
             "BiasGelu"
         } else if gelu.is("Gelu") {
@@ -50,9 +54,6 @@ impl Rule for FuseBiasGelu {
         } else {
             return Proposal::NoMatch;
         };
-        if gelu.op_type != "Gelu" || gelu.inputs.len() != 1 {
-            return Proposal::NoMatch;
-        }
         let (Some(t), Some(y)) = (gelu.input(0), gelu.output(0)) else {
             return Proposal::NoMatch;
         };

@@ -6,8 +6,8 @@
 //! dynamo ViT adds `Where(Expand(all true), 0, lowest)`, an all-zero attention mask, to the
 //! scores; the sum is the scores, bit for bit but for -0 + 0 = +0). A stored constant of zeros
 //! is left alone: it is a parameter (a bias a random initialization left at zero), which the bias
-//! fusions take in. `concat_empty` drops a Concat's inputs that are empty along its axis (that empty pass
-//! part), leaving a one-input Concat for `identity`.
+//! fusions take in. `concat_empty` drops a Concat's inputs that are empty along its axis (that
+//! empty pass part), leaving a one-input Concat for `identity`.
 //!
 //! ```text
 //!   x ──► Identity ──► y ──► readers        x ──► readers (now reading x)
