@@ -161,6 +161,10 @@ export const MODELS = [
   { file: "tests/models/zoo/llama_gqa_tiny.onnx", dims: { batch: 2, seq: 8 } },
   { file: "tests/models/zoo/gptj_tiny.onnx", dims: { batch: 2, seq: 8 } },
   { file: "tests/models/zoo/vit_tiny.onnx", dims: { batch: 2 } },
+  // torch's opset-23 exports: the standard RotaryEmbedding (onnxruntime runs the original's
+  // [1, seq, r/2] caches at batch 1 only) and the standard Gelu.
+  { file: "tests/models/zoo/llama_gqa_tiny_op23.onnx", dims: { batch: 1, seq: 8 } },
+  { file: "tests/models/zoo/vit_tiny_op23.onnx", dims: { batch: 2 } },
 ];
 
 /** Copies `file` to `dir` and writes fuselab's optimized model for `target` beside it (the CLI's
