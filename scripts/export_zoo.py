@@ -33,6 +33,9 @@ Files (tests/models/zoo/):
   llama_gqa_tiny_fp16.onnx   llama_gqa_tiny.onnx through the same float16 conversion: every
                              float Cast of the export now casts float16 to float16, so the
                              rotary tables (Cos/Sin) and the RMSNorms compute in float16
+  llama_gqa_tiny_dynamo_fp16.onnx
+                             llama_gqa_tiny_dynamo.onnx through the same float16 conversion
+                             (its mask reads attention_mask by GatherND)
   qwen3_tiny_fp16.onnx       qwen3_tiny.onnx through the same float16 conversion
   gpt2_tiny_decode_fp16.onnx, llama_gqa_tiny_decode_fp16.onnx
                              the decode steps below through the same float16 conversion (the
@@ -85,6 +88,12 @@ Files (tests/models/zoo/):
   vit_tiny_op23.onnx, whisper_encoder_tiny_op23.onnx
                              the ViT and the Whisper encoder through the dynamo exporter at
                              opset 23: the standard Gelu (opset 20) after each bias Add
+  bloom_tiny.onnx            BloomForCausalLM, 2 layers, hidden 64, 4 heads: ALiBi biases, the
+                             heads folded into the batch (batch * 4 rows) and divided back out,
+                             BLOOM's factored tanh GELU
+  gpt_neox_tiny_dynamo.onnx  GPTNeoXForCausalLM (sdpa) through the dynamo exporter: the packed
+                             per-head qkv cut by one Split of the transposed heads, partial
+                             rotary (4 of 16 channels), parallel residual
   t5_encoder_tiny.onnx       T5EncoderModel (eager: T5 has no sdpa), d_model 64, 4 heads of 16,
                              gated-gelu FFN 128: RMSNorm without mean, unscaled scores plus the
                              relative position bias plus the padding mask
@@ -284,6 +293,26 @@ def build_codegen():
                         n_head=4, rotary_dim=8, bos_token_id=em.VOCAB - 1,
                         eos_token_id=em.VOCAB - 1, use_cache=False, tie_word_embeddings=False)
     return CausalLmLogits(CodeGenForCausalLM(cfg)).eval()
+
+
+def build_bloom():
+    """BLOOM: ALiBi position biases (no rotary), heads folded into the batch for the baddbmm
+    and divided back out (batch * heads // heads), its tanh GELU written as
+    x * 0.5 * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x * x)))."""
+    from transformers import BloomConfig, BloomForCausalLM
+    torch.manual_seed(0)
+    cfg = BloomConfig(vocab_size=em.VOCAB, hidden_size=64, n_layer=2, n_head=4, use_cache=False,
+                      attn_implementation="eager", bos_token_id=1, eos_token_id=2)
+    return CausalLmLogits(BloomForCausalLM(cfg)).eval()
+
+
+def build_gpt_neox():
+    """GPT-NeoX (Pythia): one packed qkv projection laid out per head ([.., heads, 3 * 16]),
+    partial rotary on a quarter of each head, parallel attention and MLP residuals, sdpa."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    torch.manual_seed(0)
+    cfg = GPTNeoXConfig(**sdpa_config(rotary_pct=0.25, tie_word_embeddings=False))
+    return CausalLmLogits(GPTNeoXForCausalLM(cfg)).eval()
 
 
 def build_t5_encoder():
@@ -584,6 +613,10 @@ EXPORTS = {
                       export_dynamo_standard),
     "gpt2_tiny_op23": (em.build_gpt2, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
                        export_dynamo_standard),
+    "bloom_tiny": (build_bloom, text_feeds, ["logits"], lm_axes("logits"), TEXT_SHAPES,
+                   export_legacy),
+    "gpt_neox_tiny_dynamo": (build_gpt_neox, text_feeds, ["logits"], lm_axes("logits"),
+                             TEXT_SHAPES, export_dynamo),
     "graphs/mobilenet_v3_small": (build_torchvision("mobilenet_v3_small"), image_feeds(224),
                                   ["logits"], {"pixel_values": {0: "batch"},
                                                "logits": {0: "batch"}},

@@ -203,6 +203,9 @@ DERIVED = {
                             "fp16 inside: ~1e-3 relative per op"),
     "qwen3_tiny_fp16": (ZOO / "qwen3_tiny.onnx", derive_fp16, 0.01,
                         "fp16 inside: ~1e-3 relative per op"),
+    # transformers 5.x's mask through the dynamo exporter: GatherND of the attention_mask.
+    "llama_gqa_tiny_dynamo_fp16": (ZOO / "llama_gqa_tiny_dynamo.onnx", derive_fp16, 0.01,
+                                   "fp16 inside: ~1e-3 relative per op"),
     # Decode steps: the present outputs are Cast(Concat(Cast(past), new)) with keep_io_types.
     "gpt2_tiny_decode_fp16": (ZOO / "gpt2_tiny_decode.onnx", derive_fp16, 0.01,
                               "fp16 inside: ~1e-3 relative per op"),

@@ -269,6 +269,9 @@ enum EncMask {
     None,
     /// Where(Unsqueeze(Cast(A, bool), [1, 2]), 0, F): [B, 1, 1, T], provable.
     Padding,
+    /// transformers 5.x's dynamo form: `GatherND(Cast(A, bool), [b, k] coordinates)` with the
+    /// batch and key aranges expanded to [B, 1, 1, T] and concatenated on a new last axis.
+    GatherNd,
     /// A graph input [batch, 1, seq, seq] added as it is.
     Bias,
     /// A graph input [batch, 1, 1, seq]: broadcasts over queries, which attention_bias cannot.
@@ -325,6 +328,43 @@ fn encoder(mask: EncMask, dt: DType) -> Model {
             let f = scalar_dt(&mut b, "filter", f);
             Some(b.op("Where", &[keep, zero, f], vec![]))
         }
+        EncMask::GatherNd => {
+            let keep = b.op("Cast", &[a], vec![attr::int("to", DType::BOOL.0 as i64)]);
+            let shape = b.op("Shape", &[a], vec![]);
+            let dim = |b: &mut GraphBuilder, i: i64| {
+                let s = ints(b, &format!("start{i}"), &[i]);
+                let e = ints(b, &format!("end{i}"), &[i + 1]);
+                b.op("Slice", &[shape, s, e], vec![])
+            };
+            let (bd, td) = (dim(&mut b, 0), dim(&mut b, 1));
+            let ones = ints(&mut b, "ones", &[1, 1]);
+            let target = b.op("Concat", &[bd, ones, td], vec![attr::int("axis", 0)]);
+            let (zero, one) = (
+                b.initializer("i0", &Tensor::I64(ArrayD::from_elem(IxDyn(&[]), 0))),
+                b.initializer("i1", &Tensor::I64(ArrayD::from_elem(IxDyn(&[]), 1))),
+            );
+            let coord = |b: &mut GraphBuilder, d: ValueId, axes: &[i64]| {
+                let n = b.op("Squeeze", &[d], vec![]);
+                let r = b.op("Range", &[zero, n, one], vec![]);
+                let ax = ints(b, &format!("axes{}", axes[0]), axes);
+                let u = b.op("Unsqueeze", &[r, ax], vec![]);
+                let e = b.op("Expand", &[u, target], vec![]);
+                let last = ints(b, &format!("last{}", axes[0]), &[-1]);
+                b.op("Unsqueeze", &[e, last], vec![])
+            };
+            let bi = coord(&mut b, bd, &[1, 2, 3]);
+            let ki = coord(&mut b, td, &[0, 1, 2]);
+            let idx = b.op("Concat", &[bi, ki], vec![attr::int("axis", -1)]);
+            let keep = b.op("GatherND", &[keep, idx], vec![]);
+            let f = if dt == DType::F16 { -65504.0 } else { f32::MIN };
+            let scalar_dt = |b: &mut GraphBuilder, name: &str, v: f32| {
+                let t = Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v));
+                b.initializer(name, &t.narrow(dt).unwrap())
+            };
+            let zero = scalar_dt(&mut b, "zero", 0.0);
+            let f = scalar_dt(&mut b, "filter", f);
+            Some(b.op("Where", &[keep, zero, f], vec![]))
+        }
         EncMask::Bias => Some(b.input("bias", dt, vec![bs.clone(), Dim::Known(1), ss.clone(), ss])),
         EncMask::RowBias => Some(b.input("bias", dt, vec![bs, Dim::Known(1), Dim::Known(1), ss])),
     };
@@ -337,7 +377,7 @@ fn encoder(mask: EncMask, dt: DType) -> Model {
     let merge = ints(&mut b, "merge", &[0, 0, HIDDEN]);
     let y = b.op("Reshape", &[ct, merge], vec![]);
     b.output(y, "y");
-    if mask != EncMask::Padding {
+    if !matches!(mask, EncMask::Padding | EncMask::GatherNd) {
         let keep_read = b.op("Identity", &[a], vec![]);
         b.output(keep_read, "mask_copy");
     }
@@ -462,6 +502,12 @@ fn float16_encoder_attention_takes_only_a_proved_padding_mask() {
         mha_node(&opt).attr_float("mask_filter_value"),
         Some(f32::MIN)
     );
+    assert_parity_within(&m, &opt, 2e-2);
+    // The same mask read by GatherND of coordinates (torch's dynamo exporter).
+    let m = encoder(EncMask::GatherNd, DType::F16);
+    let (opt, _) = fuse(&m, ENCODER_RULES);
+    assert_eq!(mha_node(&opt).inputs.len(), 5);
+    assert_eq!(ops(&opt).iter().find(|(op, _)| op == "GatherND"), None);
     assert_parity_within(&m, &opt, 2e-2);
     // An unproved bias: in float16 a row with only masked keys rounds to one value.
     let m = encoder(EncMask::Bias, DType::F16);

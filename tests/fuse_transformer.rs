@@ -606,6 +606,8 @@ enum TanhForm {
     Pow,
     MulCube,
     HalfPlusHalfTanh,
+    /// BLOOM's `tanh((x * √(2/π)) * (1 + (x * 0.044715) * x))`.
+    Factored,
 }
 
 /// The tanh GELU on `x`, its constants stored as `dt`; returns (y, [cube, tanh]).
@@ -617,18 +619,27 @@ fn tanh_gelu(
     dt: DType,
 ) -> (ValueId, Vec<ValueId>) {
     let scalar = |b: &mut GraphBuilder, name: &str, v: f32| scalar_as(b, name, v, dt);
-    let cube = if form == TanhForm::MulCube {
-        let sq = b.op("Mul", &[x, x], vec![]);
-        b.op("Mul", &[sq, x], vec![])
-    } else {
-        let three = scalar(b, "three", 3.0);
-        b.op("Pow", &[x, three], vec![])
-    };
     let k = scalar(b, "coeff", coeff);
-    let kc = b.op("Mul", &[k, cube], vec![]);
-    let s = b.op("Add", &[x, kc], vec![]);
     let c = scalar(b, "sqrt_2_over_pi", 0.797_884_6);
-    let u = b.op("Mul", &[s, c], vec![]);
+    let (cube, u) = if form == TanhForm::Factored {
+        let kx = b.op("Mul", &[x, k], vec![]);
+        let kxx = b.op("Mul", &[kx, x], vec![]);
+        let one = scalar(b, "one_inner", 1.0);
+        let d = b.op("Add", &[one, kxx], vec![]);
+        let cx = b.op("Mul", &[x, c], vec![]);
+        (kxx, b.op("Mul", &[cx, d], vec![]))
+    } else {
+        let cube = if form == TanhForm::MulCube {
+            let sq = b.op("Mul", &[x, x], vec![]);
+            b.op("Mul", &[sq, x], vec![])
+        } else {
+            let three = scalar(b, "three", 3.0);
+            b.op("Pow", &[x, three], vec![])
+        };
+        let kc = b.op("Mul", &[k, cube], vec![]);
+        let s = b.op("Add", &[x, kc], vec![]);
+        (cube, b.op("Mul", &[s, c], vec![]))
+    };
     let t = b.op("Tanh", &[u], vec![]);
     let half = scalar(b, "half", 0.5);
     let y = if form == TanhForm::HalfPlusHalfTanh {
@@ -658,7 +669,12 @@ fn fast_gelu_model(form: TanhForm, coeff: f32, bias: bool) -> (GraphBuilder, Vec
 
 #[test]
 fn fast_gelu_fuses_every_tanh_form() {
-    for form in [TanhForm::Pow, TanhForm::MulCube, TanhForm::HalfPlusHalfTanh] {
+    for form in [
+        TanhForm::Pow,
+        TanhForm::MulCube,
+        TanhForm::HalfPlusHalfTanh,
+        TanhForm::Factored,
+    ] {
         let m = fast_gelu_model(form, 0.044715, false).0.build();
         let (opt, _) = fuse(&m, TRANSFORMER_RULES);
         assert_eq!(ops(&opt), counts(&[("FastGelu", 1)]));
@@ -708,6 +724,22 @@ fn fast_gelu_rejects_a_float16_constant_off_by_more_than_its_rounding() {
 fn fast_gelu_rejects_a_wrong_coefficient() {
     let m = fast_gelu_model(TanhForm::Pow, 0.05, false).0.build();
     assert_not_fused(&m, &["fast_gelu"], "no constant operand 0.044715");
+}
+
+/// BLOOM's factored form with another coefficient is another function; its x² read twice is
+/// needed outside: neither fuses.
+#[test]
+fn fast_gelu_rejects_a_factored_form_that_is_not_gelu() {
+    let m = fast_gelu_model(TanhForm::Factored, 0.05, false).0.build();
+    assert_not_fused(&m, &["fast_gelu"], "no constant operand 0.797");
+    let (mut b, mids) = fast_gelu_model(TanhForm::Factored, 0.044715, false);
+    let extra = b.op("Neg", &[mids[0]], vec![]);
+    b.output(extra, "square_neg");
+    assert_not_fused(
+        &b.build(),
+        &["fast_gelu"],
+        "is read outside the GELU pattern",
+    );
 }
 
 #[test]

@@ -204,3 +204,32 @@ fn tables_that_are_not_one_row_per_token_stay() {
         "is not [1, seq, r/2] with x's seq dim",
     );
 }
+
+/// Both caches must be half the rotated channels wide: a sine table of another width is refused
+/// by name (before, only the cosine's width was checked and the kernel failed at run time).
+#[test]
+fn caches_of_another_width_stay() {
+    let mut b = GraphBuilder::new("rope23", 23);
+    let x = b.input(
+        "x",
+        DType::F32,
+        vec![sym("batch"), Dim::Known(HEADS), sym("seq"), Dim::Known(D)],
+    );
+    let cos = b.input(
+        "cos",
+        DType::F32,
+        vec![Dim::Known(1), sym("seq"), Dim::Known(D / 2)],
+    );
+    let sin = b.input(
+        "sin",
+        DType::F32,
+        vec![Dim::Known(1), sym("seq"), Dim::Known(D)],
+    );
+    let y = b.op("RotaryEmbedding", &[x, cos, sin], vec![]);
+    b.output(y, "y");
+    assert_rejected(
+        &b.build(),
+        RULES,
+        "is not 4 wide (half the rotated channels)",
+    );
+}

@@ -122,6 +122,55 @@ fn reshape_dims_solves_minus_one_by_cancelling_symbols() {
     );
 }
 
+/// BLOOM's attention: heads folded into the batch (`Reshape` to `[batch * 4, -1, 16]`, the
+/// size computed as `Mul(Gather(Shape(x), 0), 4)`), then `batch` recovered as that dim of a
+/// later value `Div` 4. Inference keeps `4*batch` and divides it back, so the output is
+/// `[batch, seq, 64]` again (before, a fresh symbol stood for batch and residual fusions
+/// after it could not prove the shapes equal).
+#[test]
+fn heads_folded_into_the_batch_divide_back_out() {
+    let mut b = GraphBuilder::new("bloom_heads", 14);
+    let x = x_input(&mut b);
+    let batch = dim_of(&mut b, x, 0);
+    let four = ints(&mut b, "four", &[4]);
+    let rows = b.op("Mul", &[batch, four], vec![]);
+    let tail = ints(&mut b, "tail", &[-1, 16]);
+    let target = b.op("Concat", &[rows, tail], vec![attr::int("axis", 0)]);
+    let folded = b.op("Reshape", &[x, target], vec![]);
+    let doubled = b.op("Add", &[folded, folded], vec![]);
+    let rows_again = dim_of(&mut b, doubled, 0);
+    let batch_again = b.op("Div", &[rows_again, four], vec![]);
+    let seq = dim_of(&mut b, doubled, 1);
+    let hidden = ints(&mut b, "hidden", &[64]);
+    let back = b.op(
+        "Concat",
+        &[batch_again, seq, hidden],
+        vec![attr::int("axis", 0)],
+    );
+    let y = b.op("Reshape", &[doubled, back], vec![]);
+    let z = b.op("Add", &[y, x], vec![]);
+    b.output(z, "z");
+    let m = b.build();
+    let g = &m.graph;
+    assert_eq!(
+        g.value(folded).ty.shape,
+        Some(vec![sym("4*batch"), sym("seq"), Dim::Known(16)])
+    );
+    assert_eq!(int_elements(g, batch_again), Some(vec![sym("batch")]));
+    let x_shape = Some(vec![sym("batch"), sym("seq"), Dim::Known(64)]);
+    assert_eq!(g.value(y).ty.shape, x_shape);
+    assert_eq!(g.value(g.outputs[0]).ty.shape, x_shape);
+    // A factor that does not divide the scale leaves the size undecided.
+    assert_eq!(
+        reshape_dims(
+            Some(&[sym("4*batch"), Dim::Known(16)]),
+            &[Dim::Known(-1), Dim::Known(3)],
+            false
+        ),
+        vec![Dim::Unknown, Dim::Known(3)]
+    );
+}
+
 #[test]
 fn split_heads_chain_folds_to_a_constant_target() {
     let m = split_heads();

@@ -46,6 +46,49 @@ impl Dim {
         matches!((self.as_min(), other), (Some((s, _)), Dim::Sym(o)) if s == o)
     }
 
+    /// `k` times the size of dim `d`, when that is a known number or a named size: `k*s` for a
+    /// symbol `s` (BLOOM's attention reshapes its heads to `batch * heads` rows and divides that
+    /// size by the head count again: `as_scaled` undoes it). `None` for an undecided or unknown
+    /// dim, a non-positive `k` or an overflow.
+    pub fn scaled(d: &Dim, k: i64) -> Option<Dim> {
+        match d {
+            _ if k < 1 => None,
+            Dim::Known(v) => v.checked_mul(k).map(Dim::Known),
+            _ if k == 1 => Some(d.clone()),
+            Dim::Sym(_) if d.is_undecided() => None,
+            Dim::Sym(name) => {
+                let (j, base) = d.as_scaled().unwrap_or((1, name));
+                let k = j.checked_mul(k)?;
+                Some(Dim::Sym(format!("{k}*{base}")))
+            }
+            Dim::Unknown => None,
+        }
+    }
+
+    /// `(k, s)` for a symbol made by `scaled` (`k` ≥ 2).
+    pub fn as_scaled(&self) -> Option<(i64, &str)> {
+        let Dim::Sym(name) = self else { return None };
+        let (k, s) = name.split_once('*')?;
+        let k: i64 = k.parse().ok()?;
+        (k >= 2 && !s.is_empty() && k.to_string().len() == name.len() - s.len() - 1)
+            .then_some((k, s))
+    }
+
+    /// This dim divided by `q`, where that is exact: a known multiple of `q`, or `k*s` with
+    /// `q` dividing `k`.
+    pub fn divided(&self, q: i64) -> Option<Dim> {
+        match self {
+            _ if q < 1 => None,
+            _ if q == 1 => Some(self.clone()),
+            Dim::Known(v) => (v % q == 0).then(|| Dim::Known(v / q)),
+            Dim::Sym(_) => {
+                let (k, s) = self.as_scaled()?;
+                (k % q == 0).then(|| Dim::scaled(&Dim::Sym(s.to_string()), k / q))?
+            }
+            Dim::Unknown => None,
+        }
+    }
+
     /// True for a symbol made by `undecided`.
     pub fn is_undecided(&self) -> bool {
         matches!(self, Dim::Sym(s) if s.starts_with('?'))
@@ -191,6 +234,31 @@ impl fmt::Display for TensorType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scaled_symbols_multiply_and_divide_back() {
+        let batch = Dim::Sym("batch".into());
+        let four = Dim::scaled(&batch, 4).unwrap();
+        assert_eq!(four, Dim::Sym("4*batch".into()));
+        assert_eq!(four.as_scaled(), Some((4, "batch")));
+        assert_eq!(Dim::scaled(&four, 3), Some(Dim::Sym("12*batch".into())));
+        assert_eq!(four.divided(4), Some(batch.clone()));
+        assert_eq!(four.divided(2), Some(Dim::Sym("2*batch".into())));
+        // Not exact, or nothing to divide: no answer.
+        assert_eq!(four.divided(3), None);
+        assert_eq!(batch.divided(2), None);
+        assert_eq!(Dim::Known(12).divided(5), None);
+        assert_eq!(Dim::Known(12).divided(4), Some(Dim::Known(3)));
+        // An undecided or unknown size, or a factor below 1, stays unknown.
+        assert_eq!(Dim::scaled(&Dim::undecided("v", 0), 2), None);
+        assert_eq!(Dim::scaled(&Dim::Unknown, 2), None);
+        assert_eq!(Dim::scaled(&batch, 0), None);
+        assert_eq!(Dim::scaled(&batch, 1), Some(batch.clone()));
+        // Only the canonical spelling parses as scaled.
+        for name in ["04*batch", "1*batch", "+4*batch", "4*", "batch*4", "x"] {
+            assert_eq!(Dim::Sym(name.into()).as_scaled(), None, "{name}");
+        }
+    }
 
     #[test]
     fn unknown_dims_are_never_provably_equal() {

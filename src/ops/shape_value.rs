@@ -223,11 +223,11 @@ fn binary(op: &str, a: Vec<Dim>, b: Vec<Dim>) -> Option<Vec<Dim>> {
                     ("Add", Dim::Known(p), Dim::Known(q)) => p.checked_add(*q).map(Dim::Known),
                     ("Sub", Dim::Known(p), Dim::Known(q)) => p.checked_sub(*q).map(Dim::Known),
                     ("Mul", Dim::Known(p), Dim::Known(q)) => p.checked_mul(*q).map(Dim::Known),
-                    ("Mul", d, Dim::Known(1)) | ("Mul", Dim::Known(1), d) => Some(d.clone()),
+                    ("Mul", d, Dim::Known(k)) | ("Mul", Dim::Known(k), d) => Dim::scaled(d, *k),
                     ("Div", Dim::Known(p), Dim::Known(q)) if *q != 0 => {
                         p.checked_div(*q).map(Dim::Known)
                     }
-                    ("Div", d, Dim::Known(1)) => Some(d.clone()),
+                    ("Div", d, Dim::Known(q)) => d.divided(*q),
                     ("Equal", Dim::Known(p), Dim::Known(q)) => Some(Dim::Known((p == q) as i64)),
                     ("Equal", Dim::Sym(p), Dim::Sym(q)) if p == q => Some(Dim::Known(1)),
                     // A size is never negative.
@@ -247,7 +247,8 @@ fn binary(op: &str, a: Vec<Dim>, b: Vec<Dim>) -> Option<Vec<Dim>> {
 
 /// Reshape's output dims from the input dims and the target's elements (`allowzero` per the
 /// spec: a known 0 copies the input dim unless it is set; see below for symbolic elements). The -1 entry is solved when the remaining
-/// sizes cancel: known factors divide, equal symbols cancel.
+/// sizes cancel: known factors divide, equal symbols cancel (a scaled symbol `k*s` counts as the
+/// factor `k` and the symbol `s`), and what is left is a number or one symbol times a number.
 pub fn reshape_dims(input: Option<&[Dim]>, target: &[Dim], allowzero: bool) -> Vec<Dim> {
     let mut out: Vec<Dim> = target
         .iter()
@@ -276,7 +277,13 @@ pub fn reshape_dims(input: Option<&[Dim]>, target: &[Dim], allowzero: bool) -> V
         for d in dims {
             match d {
                 Dim::Known(v) if *v >= 0 => k = k.checked_mul(*v)?,
-                Dim::Sym(s) => syms.push(s.clone()),
+                Dim::Sym(s) => match d.as_scaled() {
+                    Some((j, base)) => {
+                        k = k.checked_mul(j)?;
+                        syms.push(base.to_string());
+                    }
+                    None => syms.push(s.clone()),
+                },
                 _ => return None,
             }
         }
@@ -307,7 +314,7 @@ pub fn reshape_dims(input: Option<&[Dim]>, target: &[Dim], allowzero: bool) -> V
     let k = kin / kout;
     out[pos] = match (k, sin.as_slice()) {
         (k, []) => Dim::Known(k),
-        (1, [s]) => Dim::Sym(s.clone()),
+        (k, [s]) => Dim::scaled(&Dim::Sym(s.clone()), k).unwrap_or(Dim::Unknown),
         _ => Dim::Unknown,
     };
     out

@@ -10,6 +10,8 @@
 //! `0.5 * x * (1 + tanh(√(2/π) * (x + 0.044715 * x³)))`. Accepted variants: x³ as `Pow(x, 3)`,
 //! `Mul(Mul(x, x), x)` or `Mul(x, Mul(x, x))`; every operand order of the Adds and Muls; the
 //! tail in any association (`matchers::half_x_product`) or as `x * (0.5 + 0.5 * tanh(·))`.
+//! BLOOM's factored form `tanh((√(2/π) * x) * (1 + 0.044715 * x * x))` (x² in any association)
+//! is the same function and fuses the same way.
 //! A second anchor absorbs a bias: `FastGelu(Add(A, bias))` → `FastGelu(A, bias)` with `bias` a
 //! 1-D constant of the hidden size.
 //!
@@ -80,13 +82,33 @@ fn cube_of(model: &Model, c: ValueId, x: ValueId) -> Option<Vec<NodeId>> {
     (squares_x && sole_consumer(g, sq).ok() == Some(id)).then(|| vec![sq_id, id])
 }
 
+/// The nodes computing `0.044715 * x²` into `w` in any association, when they do.
+fn scaled_square_of(model: &Model, w: ValueId, x: ValueId) -> Option<Vec<NodeId>> {
+    let g = &model.graph;
+    let (id, n) = produced_by(g, w, "Mul")?;
+    // (x * x) * 0.044715
+    if let Ok((_, sq)) = scaled_by(model, w, "Mul", CUBE_COEFF) {
+        let (sq_id, sq_n) = produced_by(g, sq, "Mul")?;
+        return (sq_n.input(0) == Some(x) && sq_n.input(1) == Some(x)).then(|| vec![sq_id, id]);
+    }
+    // (x * 0.044715) * x, either order
+    let k = other_input(n, x)?;
+    match scaled_by(model, k, "Mul", CUBE_COEFF) {
+        Ok((k_id, y)) if y == x => Some(vec![k_id, id]),
+        _ => None,
+    }
+}
+
 /// Walks back from the Tanh; `None` when this Tanh is not fed by a Mul (not a candidate).
 fn match_tanh_form(model: &Model, tanh_id: NodeId) -> Option<Result<Patch, String>> {
     let g = &model.graph;
     let u = g.node(tanh_id).input(0)?;
-    produced_by(g, u, "Mul")?;
+    let (u_id, u_node) = produced_by(g, u, "Mul")?;
     Some((|| {
-        let (scale_id, s) = scaled_by(model, u, "Mul", TANH_SCALE)?;
+        let (scale_id, s) = match scaled_by(model, u, "Mul", TANH_SCALE) {
+            Ok(found) => found,
+            Err(why) => return factored(model, tanh_id, u_id, u_node).unwrap_or(Err(why)),
+        };
         let (add_id, add) = produced_by(g, s, "Add")
             .ok_or_else(|| format!("'{}' is not computed by Add", g.name(s)))?;
         // Add(x, 0.044715 * x³) in either order.
@@ -97,8 +119,9 @@ fn match_tanh_form(model: &Model, tanh_id: NodeId) -> Option<Result<Patch, Strin
             };
             match scaled_by(model, k, "Mul", CUBE_COEFF) {
                 Ok((coeff_id, c)) => match cube_of(model, c, x) {
-                    Some(cube) => {
-                        return finish(model, x, tanh_id, [scale_id, add_id, coeff_id], cube)
+                    Some(mut inner) => {
+                        inner.extend([coeff_id, add_id, scale_id]);
+                        return finish(model, x, tanh_id, inner);
                     }
                     None => why = format!("'{}' is not x^3", g.name(c)),
                 },
@@ -110,22 +133,47 @@ fn match_tanh_form(model: &Model, tanh_id: NodeId) -> Option<Result<Patch, Strin
     })())
 }
 
+/// BLOOM's factored form: `tanh((√(2/π) * x) * (1 + 0.044715 * x * x))`; `None` when the Tanh's
+/// Mul is not one.
+fn factored(
+    model: &Model,
+    tanh_id: NodeId,
+    u_id: NodeId,
+    u_node: &Node,
+) -> Option<Result<Patch, String>> {
+    let g = &model.graph;
+    for i in [0, 1] {
+        let (a, d) = (u_node.input(i)?, u_node.input(1 - i)?);
+        let Ok((a_id, x)) = scaled_by(model, a, "Mul", TANH_SCALE) else {
+            continue;
+        };
+        let (add_id, add) = produced_by(g, d, "Add")?;
+        let one = add
+            .inputs
+            .iter()
+            .flatten()
+            .find(|&&v| is_scalar(model, v, 1.0))?;
+        let w = other_input(add, *one)?;
+        let mut inner = scaled_square_of(model, w, x)?;
+        inner.extend([add_id, a_id, u_id]);
+        return Some(finish(model, x, tanh_id, inner));
+    }
+    None
+}
+
+/// `inner`: the nodes between x and the Tanh. Each is read only inside the pattern.
 fn finish(
     model: &Model,
     x: ValueId,
     tanh_id: NodeId,
-    inner: [NodeId; 3],
-    cube: Vec<NodeId>,
+    mut chain: Vec<NodeId>,
 ) -> Result<Patch, String> {
     let g = &model.graph;
     require_f32_or_f16(g, x)?;
-    // Every inner value has one reader (x³ → Mul → Add → Mul → Tanh).
-    let mut chain = cube.clone();
-    chain.extend(inner.iter().rev());
     chain.push(tanh_id);
-    for pair in chain.windows(2) {
-        let v = g.node(pair[0]).output(0).ok_or("node has no output")?;
-        if sole_consumer(g, v).ok() != Some(pair[1]) {
+    for &id in &chain[..chain.len() - 1] {
+        let v = g.node(id).output(0).ok_or("node has no output")?;
+        if !sole_consumer(g, v).is_ok_and(|c| chain.contains(&c)) {
             return Err(format!("'{}' is read outside the GELU pattern", g.name(v)));
         }
     }

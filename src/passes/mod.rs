@@ -30,6 +30,7 @@ mod fuse_rotary_interleaved;
 pub mod fuse_skip_layer_norm;
 pub mod gemm_to_matmul;
 pub mod grouped_query;
+pub mod head_split;
 pub mod identity;
 pub mod matchers;
 pub mod mha_mask;
@@ -63,6 +64,7 @@ pub static REGISTRY: &[&(dyn Rule + Sync)] = &[
     &fold_shapes::ReshapeNoop,
     &cse::CommonSubexpressions,
     &grouped_query::GroupedQueryHeads,
+    &head_split::HeadSplit,
     &gemm_to_matmul::GemmToMatMul,
     &fuse_add_eyelike::FuseAddEyeLike,
     &fuse_matmul_nbits::FuseMatMulNBits,

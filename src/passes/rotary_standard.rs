@@ -93,23 +93,25 @@ fn convert(model: &Model, id: NodeId) -> Result<Patch, String> {
     // The standard op rotates the whole head when rotary_embedding_dim is 0; onnxruntime's op
     // rotates twice the caches' width: the same only when the caches are half a head wide.
     // onnxruntime's op also wants num_heads whenever rotary_embedding_dim is given.
-    let width = g
-        .value(cos)
-        .ty
-        .shape
-        .as_ref()
-        .and_then(|s| s.last().and_then(known));
     let rot = match attrs.rotary_embedding_dim {
         0 => head.ok_or("the head size is not known")?,
         r => r,
     };
-    if width != Some(rot / 2) {
-        return Err(format!(
-            "the cache '{}' {} is not {} wide (half the rotated channels)",
-            g.name(cos),
-            g.value(cos).ty,
-            rot / 2
-        ));
+    for c in [cos, sin] {
+        let width = g
+            .value(c)
+            .ty
+            .shape
+            .as_ref()
+            .and_then(|s| s.last().and_then(known));
+        if width != Some(rot / 2) {
+            return Err(format!(
+                "the cache '{}' {} is not {} wide (half the rotated channels)",
+                g.name(c),
+                g.value(c).ty,
+                rot / 2
+            ));
+        }
     }
     let num_heads = match (attrs.num_heads, attrs.rotary_embedding_dim) {
         (0, 0) => 0,

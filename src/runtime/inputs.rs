@@ -192,10 +192,21 @@ fn index_rows(g: &crate::ir::Graph, node: &crate::ir::Node, v: crate::ir::ValueI
         .map(|&d| d as u64)
 }
 
+/// An input named as an attention mask is: `attention_mask`, `encoder_attention_mask`,
+/// `mask`, `input_mask`... (case-insensitive).
+fn is_mask_name(name: &str) -> bool {
+    name.to_ascii_lowercase().ends_with("mask")
+}
+
+/// 1 with probability 7/8, else 0.
+fn mask_bit(rng: &mut Rng) -> i64 {
+    i64::from(!rng.next_u64().is_multiple_of(8))
+}
+
 /// Random values for every graph input that has no initializer and is not in `given`.
 /// Floats are uniform in [-1, 1); integers in [0, 8), or [0, n) as the indices of a Gather along
-/// an axis of static size n < 8 (safe as indices); bools fair coins; strings one to four
-/// lowercase letters.
+/// an axis of static size n < 8 (safe as indices), or 0/1 (mostly 1) in an integer input named
+/// as a mask; bools fair coins; strings one to four lowercase letters.
 pub fn random_inputs(
     model: &Model,
     given: &HashMap<String, Tensor>,
@@ -228,6 +239,17 @@ pub fn random_inputs(
             Some(DType::F32) => Tensor::F32(ArrayD::from_shape_simple_fn(ix, || rng.next_f32())),
             Some(DType::F64) => {
                 Tensor::F64(ArrayD::from_shape_simple_fn(ix, || rng.next_f32() as f64))
+            }
+            // An integer attention mask holds 0 (padding) or 1 (a token), as transformers and
+            // onnxruntime read it; mostly ones. Counts up to 7 broke models that derive
+            // positions from its cumulative sum (OPT's ran past their table).
+            Some(DType::I64) if is_mask_name(&v.name) => {
+                Tensor::I64(ArrayD::from_shape_simple_fn(ix, || mask_bit(&mut rng)))
+            }
+            Some(DType::I32) if is_mask_name(&v.name) => {
+                Tensor::I32(ArrayD::from_shape_simple_fn(ix, || {
+                    mask_bit(&mut rng) as i32
+                }))
             }
             Some(DType::I64) => {
                 let m = int_bound(model, id).min(span);
@@ -292,6 +314,30 @@ mod tests {
         assert_eq!(concrete_shape("y", &shape, &dims), vec![48, 3, 5, 48]);
     }
     use crate::builder::{dims, GraphBuilder};
+
+    #[test]
+    fn integer_masks_are_zeros_and_ones() {
+        let mut b = GraphBuilder::new("g", 17);
+        let mask = b.input("attention_mask", DType::I64, dims(&[2, 64]));
+        let small = b.input("Input_Mask", DType::I32, dims(&[64]));
+        let ids = b.input("input_ids", DType::I64, dims(&[64]));
+        for (v, name) in [(mask, "A"), (small, "B"), (ids, "C")] {
+            let y = b.op("Identity", &[v], vec![]);
+            b.output(y, name);
+        }
+        let m = b.build();
+        let got =
+            random_inputs(&m, &HashMap::new(), &HashMap::new(), 0, &Limits::default()).unwrap();
+        assert_eq!(got["Input_Mask"].dtype(), DType::I32);
+        for name in ["attention_mask", "Input_Mask"] {
+            let v = got[name].to_i64_vec().unwrap();
+            let ones = v.iter().filter(|&&x| x == 1).count();
+            assert!(v.iter().all(|&x| x == 0 || x == 1), "{name}: {v:?}");
+            assert!(ones > v.len() / 2 && ones < v.len(), "{name}: {v:?}");
+        }
+        let ids = got["input_ids"].to_i64_vec().unwrap();
+        assert!(ids.iter().any(|&v| v > 1), "{ids:?}");
+    }
 
     #[test]
     fn gather_indices_stay_inside_a_small_table() {

@@ -268,7 +268,7 @@ SPECS: dict[str, Spec] = {
                   "gpt2_tiny_dynamo", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4",
                   "gpt2_tiny_sdpa", "llama_gqa_tiny_sdpa", "qwen3_tiny", "gemma3_tiny",
                   "phi3_tiny", "t5_encoder_tiny", "gptj_tiny", "gptj_tiny_dynamo",
-                  "codegen_tiny", "gpt2_tiny_op23"]
+                  "codegen_tiny", "gpt2_tiny_op23", "bloom_tiny", "gpt_neox_tiny_dynamo"]
     },
     # torch's opset-23 exports write the rotary as the standard RotaryEmbedding with [1, seq, r/2]
     # caches, which onnxruntime runs at batch 1 only (fuselab's saved model runs at any batch).
@@ -322,7 +322,7 @@ SPECS: dict[str, Spec] = {
             why="fp16 inside, as gpt2_tiny_fp16: computing any op in a different order or width "
                 "moves values by ~1 fp16 ulp (~1e-3 relative)",
         )
-        for m in ["llama_gqa_tiny_fp16", "qwen3_tiny_fp16"]
+        for m in ["llama_gqa_tiny_fp16", "qwen3_tiny_fp16", "llama_gqa_tiny_dynamo_fp16"]
     },
     # float16 decode steps (keep_io_types: the cache crosses the boundary as float32).
     **{

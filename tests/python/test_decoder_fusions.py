@@ -25,8 +25,11 @@ from conftest import REPO, optimized_ops
 # qwen3_tiny / gemma3_tiny: a per-head RMSNorm of q and k, before (Qwen3) or after (Gemma3) the
 # head Transpose; the query is normed on [B, S, N, D] and merged back by one Reshape. phi3_tiny: q,
 # k, v sliced from one qkv_proj, the rotary written as the partial form with an empty pass part.
+# gpt_neox_tiny_dynamo: q, k, v cut from the transposed per-head qkv by one Split (`head_split`),
+# partial rotary on 4 of 16 channels.
 DECODERS = ["llama_gqa_tiny", "llama_gqa_tiny_dynamo", "llama_gqa_tiny_int4", "llama_gqa_tiny_sdpa",
-            "qwen2_tiny", "phi_tiny", "qwen3_tiny", "gemma3_tiny", "phi3_tiny"]
+            "qwen2_tiny", "phi_tiny", "qwen3_tiny", "gemma3_tiny", "phi3_tiny",
+            "gpt_neox_tiny_dynamo"]
 
 # The other fusions of the newer families, exactly: (plain RMS norms, residual + RMS norms, MLP
 # activation op, its count). Qwen3: 5 + 4 q/k norms; Gemma3: four norms a layer (input,
@@ -106,6 +109,29 @@ def test_gptj_interleaved_rotary_runs_in_onnxruntime(fuselab, tmp_path, stem):
             assert float(np.abs(w - g).max()) <= 1e-4, (batch, seq)
 
 
+def test_bloom_fuses_its_norms_and_factored_gelu_and_runs_in_onnxruntime(fuselab, tmp_path):
+    """BLOOM (ALiBi, no fused attention op takes it): its heads are folded into the batch and
+    divided back out, which shape inference follows (`4*batch`), so every residual Add + LayerNorm
+    fuses, and its factored tanh GELU is FastGelu with the bias absorbed; onnxruntime runs the
+    saved model within 1e-4 of the original, left padding included."""
+    src = REPO / "tests" / "models" / "zoo" / "bloom_tiny.onnx"
+    out = tmp_path / "out.onnx"
+    ops = optimized_ops(fuselab, src, out)
+    assert ops["SkipLayerNormalization"] == 4 and ops["FastGelu"] == 2, ops
+    assert ops["Tanh"] == 0 and ops["LayerNormalization"] == 2, ops
+    a = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    b = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(19)
+    for batch, seq in [(2, 7), (1, 1), (3, 12)]:
+        mask = np.ones((batch, seq), np.int64)
+        if batch > 1 and seq > 2:
+            mask[1, :2] = 0  # left padding
+        feeds = {"input_ids": rng.integers(0, 1000, (batch, seq)).astype(np.int64),
+                 "attention_mask": mask}
+        for w, g in zip(a.run(None, feeds), b.run(None, feeds), strict=True):
+            assert float(np.abs(w - g).max()) <= 1e-4, (batch, seq)
+
+
 # torch's dynamo exporter at opset 23 (scripts/export_zoo.py, `*_op23`) writes the norms as the
 # standard RMSNormalization / LayerNormalization and the rotary as the standard RotaryEmbedding on
 # the 4-D heads, its caches the per-token tables [1, seq, r/2]; onnxruntime refuses those caches at
@@ -162,7 +188,10 @@ def test_opset23_exports_fuse_and_run_in_onnxruntime_at_every_batch(fuselab, tmp
 # norms, residual + RMS norms, MultiHeadAttention). Qwen3's sdpa mask (-inf, behind the
 # Where(IsNaN(P), 0, P) guard) fuses with the lowest float32 as filter, and a query row whose keys
 # are all masked is zeroed after the op, as the guard zeroes it.
-FP16_DECODERS = {"llama_gqa_tiny_fp16": (1, 4, 2), "qwen3_tiny_fp16": (5, 4, 2)}
+# llama_gqa_tiny_dynamo_fp16: the dynamo export's mask reads attention_mask by GatherND of
+# [batch, key] coordinates, which the prover follows.
+FP16_DECODERS = {"llama_gqa_tiny_fp16": (1, 4, 2), "qwen3_tiny_fp16": (5, 4, 2),
+                 "llama_gqa_tiny_dynamo_fp16": (1, 4, 2)}
 HALF_TOLERANCE = 2e-2  # fuselab's parity tolerance for a model that computes in float16
 
 

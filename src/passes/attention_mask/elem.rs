@@ -319,3 +319,46 @@ pub(super) fn gather(data: Abs, idx: Abs, axis: i64) -> Option<Abs> {
         elem,
     })
 }
+
+/// GatherND (batch_dims 0) whose index tuples are the Concat of `pieces` along a last axis of
+/// size 1 each (given here without it): `out[i..] = data[piece_0[i..], piece_1[i..], ..]`, each
+/// piece provably within its data axis (transformers 5.x's dynamo masks read
+/// `attention_mask[batch_idx, kv_idx]` this way).
+pub(super) fn gather_nd(data: Abs, pieces: &[Abs]) -> Option<Abs> {
+    let k = pieces.len();
+    if k == 0 || k > data.shape.len() {
+        return None;
+    }
+    let shapes: Vec<&[Poly]> = pieces.iter().map(|p| p.shape.as_slice()).collect();
+    let shape = broadcast_shapes(&shapes)?;
+    let mut at = Vec::with_capacity(k);
+    for (j, p) in pieces.iter().enumerate() {
+        let Elem::Int(e) = p.broadcast_to(&shape)? else {
+            return None;
+        };
+        if !(e.as_constant() == Some(0) || e.never_negative()) {
+            return None;
+        }
+        let top = e.subst(&|a| shape.get(a)?.sub(&Poly::constant(1)))?;
+        let room = data.shape[j].sub(&Poly::constant(1))?.sub(&top)?;
+        if !(room.as_constant() == Some(0) || room.never_negative()) {
+            return None;
+        }
+        at.push(e);
+    }
+    let r = shape.len();
+    let elem = data.elem.subst(&|a| {
+        Some(if a < k {
+            at[a].clone()
+        } else {
+            Poly::idx(r + a - k)
+        })
+    })?;
+    let mut out = shape;
+    out.extend(data.shape[k..].iter().cloned());
+    Some(Abs {
+        dtype: data.dtype,
+        shape: out,
+        elem,
+    })
+}

@@ -30,7 +30,9 @@ mod poly;
 
 use std::collections::HashMap;
 
-use elem::{cast, elementwise, gather, relayout, squeeze_like, uniform_constant, Abs, Elem};
+use elem::{
+    cast, elementwise, gather, gather_nd, relayout, squeeze_like, uniform_constant, Abs, Elem,
+};
 pub use filter::op_filter;
 use poly::{broadcast_shapes, product, ravel, Poly};
 
@@ -38,6 +40,8 @@ use crate::ir::types::Dim;
 use crate::ir::{Model, ValueId};
 use crate::ops;
 use crate::ops::cast::Cast;
+use crate::ops::concat::Concat;
+use crate::ops::gather_scatter::GatherND;
 use crate::ops::index_ops::{Flatten, Gather};
 use crate::ops::infer::axes_of;
 use crate::ops::shape_ops::{Reshape, Shape};
@@ -476,6 +480,42 @@ impl Interp<'_> {
                 gather(data, idx, axis).ok_or_else(|| {
                     format!(
                         "Gather '{}' indices are not provably within the data",
+                        node.label(id)
+                    )
+                })
+            }
+            "GatherND" => {
+                let data = self.eval(inp(0)?)?;
+                let batch_dims = ops::attrs_of::<GatherND>(self.model, node)
+                    .ok_or_else(unsupported)?
+                    .batch_dims;
+                let cat = g
+                    .producer(inp(1)?)
+                    .map(|c| g.node(c))
+                    .filter(|c| c.is("Concat"))
+                    .ok_or_else(unsupported)?;
+                let rank = g.value(inp(1)?).ty.rank().ok_or_else(unsupported)? as i64;
+                let axis = ops::attrs_of::<Concat>(self.model, cat)
+                    .and_then(|c| c.axis)
+                    .ok_or_else(unsupported)?;
+                if batch_dims != 0 || !(axis == -1 || axis == rank - 1) {
+                    return Err(format!(
+                        "GatherND '{}' does not index by a Concat of coordinates along the last axis",
+                        node.label(id)
+                    ));
+                }
+                let mut pieces = vec![];
+                for x in cat.inputs.iter() {
+                    let a = self.eval(x.ok_or_else(unsupported)?)?;
+                    if !a.shape.last().is_some_and(|d| d.is_one()) {
+                        return Err(unsupported());
+                    }
+                    let last = a.shape.len() as i64 - 1;
+                    pieces.push(squeeze_like(a, &[last], false).ok_or_else(unsupported)?);
+                }
+                gather_nd(data, &pieces).ok_or_else(|| {
+                    format!(
+                        "GatherND '{}' indices are not provably within the data",
                         node.label(id)
                     )
                 })
