@@ -340,3 +340,45 @@ fn adds_of_a_computed_zero_mask_are_removed() {
     );
     assert_eq!(parity(&m, &opt, &[("B", 2)]).max_abs_diff, 0.0);
 }
+
+/// `head_split`: a Split of the transposed heads' last axis (GPT-NeoX's packed q/k/v, as torch's
+/// dynamo exporter writes it) becomes one Slice per part with exact parity; a Split of anything
+/// but the heads layout, or of another axis, stays.
+#[test]
+fn a_split_of_the_heads_becomes_slices() {
+    let build = |perm: &[i64], axis: i64| {
+        let mut b = GraphBuilder::new("heads", 18);
+        let x = b.input(
+            "x",
+            DType::F32,
+            vec![
+                sym("B"),
+                sym("S"),
+                fuselab::ir::Dim::Known(2),
+                fuselab::ir::Dim::Known(12),
+            ],
+        );
+        let h = b.op("Transpose", &[x], vec![attr::ints("perm", perm)]);
+        let parts = b.node(
+            "",
+            "Split",
+            &[Some(h)],
+            3,
+            vec![attr::int("axis", axis), attr::int("num_outputs", 3)],
+        );
+        for (i, p) in parts.into_iter().enumerate() {
+            b.output(p, &format!("p{i}"));
+        }
+        b.build()
+    };
+    let m = build(&[0, 2, 1, 3], 3);
+    let (opt, trace) = run(&m, &["head_split", "dce"]);
+    assert_eq!(ops(&opt), count(&[("Slice", 3), ("Transpose", 1)]));
+    assert_eq!(trace.rewrites.len(), 1);
+    assert_eq!(parity(&m, &opt, &[("B", 2), ("S", 5)]).max_abs_diff, 0.0);
+    for (perm, axis) in [([0, 1, 2, 3], 3), ([0, 2, 1, 3], 1)] {
+        let m = build(&perm, axis);
+        let (opt, _) = run(&m, &["head_split", "dce"]);
+        assert_eq!(ops(&opt), ops(&m), "perm {perm:?} axis {axis}");
+    }
+}

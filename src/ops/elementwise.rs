@@ -451,18 +451,19 @@ pub fn pow(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
             Tensor::F64(e) => Tensor::F64(binary_map(ctx, OP, a, &e, |p: f64, q| p.powf(q))?),
             _ => return Err(unsupported()),
         },
-        (Tensor::I32(a), _) => match exp_as(if int_exp { DType::I64 } else { DType::F64 })? {
-            Tensor::I64(e) => Tensor::I32(binary_map(ctx, OP, a, &e, |p: i32, q| ipow(p, q))?),
-            Tensor::F64(e) => Tensor::I32(binary_map(ctx, OP, a, &e, |p, q: f64| {
-                (p as f64).powf(q) as i32
-            })?),
-            _ => return Err(unsupported()),
-        },
-        (Tensor::I64(a), _) => match exp_as(if int_exp { DType::I64 } else { DType::F64 })? {
+        // An int32 base, or any integer base with a float exponent, is computed in the wider
+        // loop and narrowed as `as` narrows: wrapping products keep their low 32 bits, float
+        // results truncate toward zero and saturate. The same values as a loop of its own (the
+        // unit tests pin both), at one loop fewer per pair in the wasm.
+        (Tensor::I32(_) | Tensor::I64(_), _) if !int_exp || matches!(x, Tensor::I32(_)) => {
+            let wide = x
+                .cast(if int_exp { DType::I64 } else { DType::F64 })
+                .ok_or_else(unsupported)?;
+            let out = pow(ctx, &[Some(&wide), Some(y)])?;
+            out[0].cast(x.dtype()).ok_or_else(unsupported)?
+        }
+        (Tensor::I64(a), _) => match exp_as(DType::I64)? {
             Tensor::I64(e) => Tensor::I64(binary_map(ctx, OP, a, &e, |p: i64, q| ipow(p, q))?),
-            Tensor::F64(e) => Tensor::I64(binary_map(ctx, OP, a, &e, |p, q: f64| {
-                (p as f64).powf(q) as i64
-            })?),
             _ => return Err(unsupported()),
         },
         _ => return Err(unsupported()),

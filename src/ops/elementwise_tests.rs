@@ -147,6 +147,24 @@ fn pow_types() {
     );
     let h = f64s(&[1], &[0.5]);
     assert_eq!(run1(pow, "Pow", &[&b, &h]).unwrap(), i32s(&[3], &[1, 0, 2]));
+    // int32 overflow: an integer exponent wraps (3^21 mod 2^32), a float one saturates, as the
+    // narrowing `as` does; an int64 base with a float exponent truncates toward zero.
+    let three = i32s(&[1], &[3]);
+    let e21 = i64s(&[1], &[21]);
+    assert_eq!(
+        run1(pow, "Pow", &[&three, &e21]).unwrap(),
+        i32s(&[1], &[1_870_418_611])
+    );
+    let f21 = f32s(&[1], &[21.]);
+    assert_eq!(
+        run1(pow, "Pow", &[&three, &f21]).unwrap(),
+        i32s(&[1], &[i32::MAX])
+    );
+    let big = i64s(&[2], &[10, -8]);
+    let third = f64s(&[1], &[1. / 3.]);
+    let r = run1(pow, "Pow", &[&big, &third]).unwrap();
+    assert_eq!(r.dtype(), DType::I64);
+    assert_eq!(r.to_i64_vec().unwrap(), vec![2, 0]);
     let neg = i32s(&[1], &[-1]);
     assert!(run1(pow, "Pow", &[&b, &neg])
         .unwrap_err()
