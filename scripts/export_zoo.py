@@ -97,6 +97,9 @@ Files (tests/models/zoo/):
   t5_encoder_tiny.onnx       T5EncoderModel (eager: T5 has no sdpa), d_model 64, 4 heads of 16,
                              gated-gelu FFN 128: RMSNorm without mean, unscaled scores plus the
                              relative position bias plus the padding mask
+  t5_tiny.onnx               T5ForConditionalGeneration, the same sizes as t5_encoder_tiny with a
+                             2-layer decoder: its self-attention adds the relative position bias
+                             and the causal mask; logits for decoder_input_ids [batch, dseq]
   graphs/mobilenet_v3_small.onnx, graphs/resnet18.onnx
                              torchvision's full architectures (random init), [batch, 3, 224, 224]
                              -> logits [batch, 1000]. Their weights (10 and 47 MB) are not
@@ -185,6 +188,19 @@ class EncoderHidden(torch.nn.Module):
 
     def forward(self, input_features):
         return self.encoder(input_features=input_features, return_dict=True).last_hidden_state
+
+
+class Seq2SeqLogits(torch.nn.Module):
+    """An encoder-decoder LM -> logits for the decoder tokens (no cache)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask, decoder_input_ids):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                      decoder_input_ids=decoder_input_ids, use_cache=False,
+                      return_dict=True).logits
 
 
 def text_config(**extra) -> dict:
@@ -315,6 +331,16 @@ def build_gpt_neox():
     return CausalLmLogits(GPTNeoXForCausalLM(cfg)).eval()
 
 
+def build_t5():
+    """The whole T5 (encoder and decoder): the decoder's self-attention adds the relative position
+    bias and the causal mask, its cross-attention the encoder's padding mask."""
+    from transformers import T5Config, T5ForConditionalGeneration
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=em.VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
+                   decoder_start_token_id=0, attn_implementation="eager")
+    return Seq2SeqLogits(T5ForConditionalGeneration(cfg)).eval()
+
+
 def build_t5_encoder():
     from transformers import T5Config, T5EncoderModel
     torch.manual_seed(0)
@@ -386,6 +412,13 @@ def text_feeds(batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
 
 
 LAYERS = 2  # text_config's
+
+
+def seq2seq_feeds(batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
+    """text_feeds plus decoder tokens: the first five of the input's (fewer for a shorter input)."""
+    feeds = text_feeds(batch, seq, seed)
+    feeds["decoder_input_ids"] = feeds["input_ids"][:, :5].copy()
+    return feeds
 
 
 def decode_feeds(kv_heads: int, head: int) -> Callable[[int, int, int], dict[str, np.ndarray]]:
@@ -617,6 +650,9 @@ EXPORTS = {
                    export_legacy),
     "gpt_neox_tiny_dynamo": (build_gpt_neox, text_feeds, ["logits"], lm_axes("logits"),
                              TEXT_SHAPES, export_dynamo),
+    "t5_tiny": (build_t5, seq2seq_feeds, ["logits"],
+                {**TEXT_AXES, "decoder_input_ids": {0: "batch", 1: "dseq"},
+                 "logits": {0: "batch", 1: "dseq"}}, TEXT_SHAPES, export_legacy),
     "graphs/mobilenet_v3_small": (build_torchvision("mobilenet_v3_small"), image_feeds(224),
                                   ["logits"], {"pixel_values": {0: "batch"},
                                                "logits": {0: "batch"}},

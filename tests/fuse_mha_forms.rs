@@ -369,6 +369,8 @@ enum T5Mask {
     PaddingThenBias,
     /// scores + bias + a second bias input [B, 1, 1, S]: nothing proves it is padding
     BiasThenRowBias,
+    /// T5's decoder self-attention: scores + bias + Where(k <= q, 0, lowest) [1, 1, S, S]
+    BiasThenCausal,
 }
 
 /// T5's encoder attention: no scale, Kᵀ = Transpose(0,2,3,1) of the key split, which the
@@ -403,6 +405,26 @@ fn t5_block(mask: T5Mask) -> Model {
             DType::F32,
             vec![bs, Dim::Known(1), Dim::Known(1), ss],
         ),
+        T5Mask::BiasThenCausal => {
+            let shape = b.op("Shape", &[x], vec![]);
+            let (one, two) = (ints(&mut b, "one", &[1]), ints(&mut b, "two", &[2]));
+            let s = b.op("Slice", &[shape, one, two], vec![]);
+            let s = b.op("Squeeze", &[s], vec![]);
+            let i0 = b.initializer("i0", &Tensor::I64(ArrayD::from_elem(IxDyn(&[]), 0)));
+            let i1 = b.initializer("i1", &Tensor::I64(ArrayD::from_elem(IxDyn(&[]), 1)));
+            let r = b.op("Range", &[i0, s, i1], vec![]);
+            let (ax0, ax1) = (ints(&mut b, "ax0", &[0]), ints(&mut b, "ax1", &[1]));
+            let ki = b.op("Unsqueeze", &[r, ax0], vec![]);
+            let qi = b.op("Unsqueeze", &[r, ax1], vec![]);
+            let keep = b.op("LessOrEqual", &[ki, qi], vec![]);
+            let axes = ints(&mut b, "mask_axes", &[0, 1]);
+            let keep = b.op("Unsqueeze", &[keep, axes], vec![]);
+            let (zero, f) = (
+                scalar(&mut b, "zero", 0.0),
+                scalar(&mut b, "filter", f32::MIN),
+            );
+            b.op("Where", &[keep, zero, f], vec![])
+        }
         _ => {
             let keep = b.op("Cast", &[a], vec![attr::int("to", DType::BOOL.0 as i64)]);
             let axes = ints(&mut b, "mask_axes", &[1, 2]);
@@ -426,7 +448,7 @@ fn t5_block(mask: T5Mask) -> Model {
     let merge = ints(&mut b, "merge", &[0, 0, H]);
     let y = b.op("Reshape", &[ct, merge], vec![]);
     b.output(y, "y");
-    if mask == T5Mask::BiasThenRowBias {
+    if matches!(mask, T5Mask::BiasThenRowBias | T5Mask::BiasThenCausal) {
         let keep_read = b.op("Identity", &[a], vec![]);
         b.output(keep_read, "mask_copy");
     }
@@ -484,12 +506,36 @@ fn a_position_bias_and_a_padding_mask_become_attention_bias_and_key_padding_mask
     }
 }
 
+/// T5's decoder: the position bias plus a causal mask (the lowest float32 after the query) is
+/// attention_bias plus `unidirectional`, no key_padding_mask; the same values at every length.
+#[test]
+fn a_position_bias_and_a_causal_mask_become_attention_bias_and_unidirectional() {
+    let m = t5_block(T5Mask::BiasThenCausal);
+    let (opt, _) = fuse(&m, &["multi_head_attention", "dce"]);
+    let g = &opt.graph;
+    let id = g
+        .node_ids()
+        .find(|&i| g.node(i).op_type == "MultiHeadAttention");
+    let n = g.node(id.expect("fused"));
+    assert_eq!(n.inputs.len(), 6);
+    assert_eq!(n.input(4), None, "no key_padding_mask");
+    assert_eq!(g.name(n.input(5).unwrap()), "bias");
+    assert_eq!(n.attr_int("unidirectional"), Some(1));
+    assert_eq!(n.attr_float("mask_filter_value"), Some(f32::MIN));
+    assert_eq!(count(&opt, "Softmax"), 0);
+    // batch 2 at seq 3 and 5 (the mask input is not read: the causal part needs none).
+    for len in [6, 10] {
+        let d = t5_diff(&m, &opt, &vec![1; len]);
+        assert!(d <= 1e-5, "seq {}: {d}", len / 2);
+    }
+}
+
 #[test]
 fn two_added_biases_without_a_provable_padding_mask_are_refused() {
     let m = t5_block(T5Mask::BiasThenRowBias);
     assert_rejected(
         &m,
         &["multi_head_attention"],
-        "two masks added to the scores, not an attention_bias and a proved padding mask",
+        "two masks added to the scores, not an attention_bias and a proved mask",
     );
 }

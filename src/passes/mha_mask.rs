@@ -59,10 +59,11 @@ pub(super) fn proved_mask(
     Ok(())
 }
 
-/// Two masks added to the scores (T5: the relative position bias, then the padding mask): one
-/// an attention_bias `[B or 1, 1 or N, S, L]`, the other proved a padding mask (nothing causal),
-/// in either order; float32 only. They become the op's attention_bias and key_padding_mask, which
-/// it adds the same way (mask_filter_value where a key is padding, plus the bias).
+/// Two masks added to the scores (T5: the relative position bias, then the padding mask, or in
+/// its decoder the causal mask): one an attention_bias `[B or 1, 1 or N, S, L]`, the other proved
+/// a padding mask, causal mask or both, in either order; float32 only. They become the op's
+/// attention_bias, key_padding_mask and unidirectional, which it applies the same way
+/// (mask_filter_value where a key is padding, the lowest float32 after the query, plus the bias).
 pub(super) fn bias_and_padding(
     model: &Model,
     patch: &mut Patch,
@@ -89,28 +90,29 @@ pub(super) fn bias_and_padding(
             continue;
         }
         let proved = match attention_mask(model, pad, scores) {
-            Ok(p) if !p.causal => p,
-            Ok(_) => {
-                why.push(format!("'{}' is proved causal", g.name(pad)));
-                continue;
-            }
+            Ok(p) => p,
             Err(e) => {
                 why.push(e);
                 continue;
             }
         };
+        // A causal part (T5's decoder: its position bias plus the causal mask) is the op's
+        // unidirectional, which hides later keys with the lowest float32 as the mask did.
+        let filter = op_filter(dt, proved.filter, proved.causal)?;
+        if proved.causal {
+            mha.set_attr(attr::int("unidirectional", 1));
+        }
         let mut inputs = vec![None, None];
         if let Some(a) = proved.padding {
             inputs[1] = Some(int32_mask(g, patch, a, g.name(pad))?);
         }
         inputs.push(Some(bias.into()));
         mha.inputs.extend(inputs);
-        let filter = op_filter(dt, proved.filter, false)?;
         mha.set_attr(attr::float("mask_filter_value", filter));
         return Ok(());
     }
     Err(format!(
-        "two masks added to the scores, not an attention_bias and a proved padding mask: {}",
+        "two masks added to the scores, not an attention_bias and a proved mask: {}",
         why.join("; ")
     ))
 }

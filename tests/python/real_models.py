@@ -270,6 +270,8 @@ SPECS: dict[str, Spec] = {
                   "phi3_tiny", "t5_encoder_tiny", "gptj_tiny", "gptj_tiny_dynamo",
                   "codegen_tiny", "gpt2_tiny_op23", "bloom_tiny", "gpt_neox_tiny_dynamo"]
     },
+    # The whole T5: five decoder tokens after the 16 input ones.
+    f"{ZOO_ID}/t5_tiny.onnx": Spec(dims={**TEXT_DIMS, "dseq": 5}, vocab=1000),
     # torch's opset-23 exports write the rotary as the standard RotaryEmbedding with [1, seq, r/2]
     # caches, which onnxruntime runs at batch 1 only (fuselab's saved model runs at any batch).
     **{
