@@ -313,20 +313,24 @@ fn encoder(mask: EncMask, dt: DType) -> Model {
             .unwrap(),
     );
     let mut logits = b.op("Mul", &[qk, c], vec![]);
+    // Where(keep, 0, F): F the lowest float of the scores' type.
+    let filtered = |b: &mut GraphBuilder, keep: ValueId| {
+        let f = if dt == DType::F16 { -65504.0 } else { f32::MIN };
+        let scalar_dt = |b: &mut GraphBuilder, name: &str, v: f32| {
+            let t = Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v));
+            b.initializer(name, &t.narrow(dt).unwrap())
+        };
+        let zero = scalar_dt(b, "zero", 0.0);
+        let f = scalar_dt(b, "filter", f);
+        b.op("Where", &[keep, zero, f], vec![])
+    };
     let m = match mask {
         EncMask::None => None,
         EncMask::Padding => {
             let keep = b.op("Cast", &[a], vec![attr::int("to", DType::BOOL.0 as i64)]);
             let axes = ints(&mut b, "mask_axes", &[1, 2]);
             let keep = b.op("Unsqueeze", &[keep, axes], vec![]);
-            let f = if dt == DType::F16 { -65504.0 } else { f32::MIN };
-            let scalar_dt = |b: &mut GraphBuilder, name: &str, v: f32| {
-                let t = Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v));
-                b.initializer(name, &t.narrow(dt).unwrap())
-            };
-            let zero = scalar_dt(&mut b, "zero", 0.0);
-            let f = scalar_dt(&mut b, "filter", f);
-            Some(b.op("Where", &[keep, zero, f], vec![]))
+            Some(filtered(&mut b, keep))
         }
         EncMask::GatherNd => {
             let keep = b.op("Cast", &[a], vec![attr::int("to", DType::BOOL.0 as i64)]);
@@ -356,14 +360,7 @@ fn encoder(mask: EncMask, dt: DType) -> Model {
             let ki = coord(&mut b, td, &[0, 1, 2]);
             let idx = b.op("Concat", &[bi, ki], vec![attr::int("axis", -1)]);
             let keep = b.op("GatherND", &[keep, idx], vec![]);
-            let f = if dt == DType::F16 { -65504.0 } else { f32::MIN };
-            let scalar_dt = |b: &mut GraphBuilder, name: &str, v: f32| {
-                let t = Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v));
-                b.initializer(name, &t.narrow(dt).unwrap())
-            };
-            let zero = scalar_dt(&mut b, "zero", 0.0);
-            let f = scalar_dt(&mut b, "filter", f);
-            Some(b.op("Where", &[keep, zero, f], vec![]))
+            Some(filtered(&mut b, keep))
         }
         EncMask::Bias => Some(b.input("bias", dt, vec![bs.clone(), Dim::Known(1), ss.clone(), ss])),
         EncMask::RowBias => Some(b.input("bias", dt, vec![bs, Dim::Known(1), Dim::Known(1), ss])),

@@ -399,6 +399,12 @@ fn t5_block(mask: T5Mask) -> Model {
     b.output(k_len, "key_shape");
     let v = b.op("Transpose", &[v], vec![attr::ints("perm", &[0, 2, 1, 3])]);
     let scores = b.op("MatMul", &[q, kt], vec![]);
+    // Where(Unsqueeze(keep, axes), 0, lowest)
+    let masked = |b: &mut GraphBuilder, keep: ValueId, axes: ValueId| {
+        let keep = b.op("Unsqueeze", &[keep, axes], vec![]);
+        let (zero, f) = (scalar(b, "zero", 0.0), scalar(b, "filter", f32::MIN));
+        b.op("Where", &[keep, zero, f], vec![])
+    };
     let pad = match mask {
         T5Mask::BiasThenRowBias => b.input(
             "row_bias",
@@ -418,22 +424,12 @@ fn t5_block(mask: T5Mask) -> Model {
             let qi = b.op("Unsqueeze", &[r, ax1], vec![]);
             let keep = b.op("LessOrEqual", &[ki, qi], vec![]);
             let axes = ints(&mut b, "mask_axes", &[0, 1]);
-            let keep = b.op("Unsqueeze", &[keep, axes], vec![]);
-            let (zero, f) = (
-                scalar(&mut b, "zero", 0.0),
-                scalar(&mut b, "filter", f32::MIN),
-            );
-            b.op("Where", &[keep, zero, f], vec![])
+            masked(&mut b, keep, axes)
         }
         _ => {
             let keep = b.op("Cast", &[a], vec![attr::int("to", DType::BOOL.0 as i64)]);
             let axes = ints(&mut b, "mask_axes", &[1, 2]);
-            let keep = b.op("Unsqueeze", &[keep, axes], vec![]);
-            let (zero, f) = (
-                scalar(&mut b, "zero", 0.0),
-                scalar(&mut b, "filter", f32::MIN),
-            );
-            b.op("Where", &[keep, zero, f], vec![])
+            masked(&mut b, keep, axes)
         }
     };
     let (first, second) = match mask {
