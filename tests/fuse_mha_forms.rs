@@ -474,16 +474,24 @@ fn t5_diff(a: &Model, b: &Model, mask: &[i64]) -> f64 {
     fuselab::runtime::parity::compare(&run(a), &run(b), 0.0).max_abs_diff
 }
 
+/// The T5 block with `mask`, fused by multi_head_attention: (original, fused, its one
+/// MultiHeadAttention).
+fn fused_t5(mask: T5Mask) -> (Model, Model, fuselab::ir::Node) {
+    let m = t5_block(mask);
+    let (opt, _) = fuse(&m, &["multi_head_attention", "dce"]);
+    let g = &opt.graph;
+    let id = g
+        .node_ids()
+        .find(|&i| g.node(i).op_type == "MultiHeadAttention");
+    let n = g.node(id.expect("fused")).clone();
+    (m, opt, n)
+}
+
 #[test]
 fn a_position_bias_and_a_padding_mask_become_attention_bias_and_key_padding_mask() {
     for mask in [T5Mask::BiasThenPadding, T5Mask::PaddingThenBias] {
-        let m = t5_block(mask);
-        let (opt, _) = fuse(&m, &["multi_head_attention", "dce"]);
+        let (m, opt, n) = fused_t5(mask);
         let g = &opt.graph;
-        let id = g
-            .node_ids()
-            .find(|&i| g.node(i).op_type == "MultiHeadAttention");
-        let n = g.node(id.expect("fused"));
         assert_eq!(
             n.inputs.len(),
             6,
@@ -506,13 +514,8 @@ fn a_position_bias_and_a_padding_mask_become_attention_bias_and_key_padding_mask
 /// attention_bias plus `unidirectional`, no key_padding_mask; the same values at every length.
 #[test]
 fn a_position_bias_and_a_causal_mask_become_attention_bias_and_unidirectional() {
-    let m = t5_block(T5Mask::BiasThenCausal);
-    let (opt, _) = fuse(&m, &["multi_head_attention", "dce"]);
+    let (m, opt, n) = fused_t5(T5Mask::BiasThenCausal);
     let g = &opt.graph;
-    let id = g
-        .node_ids()
-        .find(|&i| g.node(i).op_type == "MultiHeadAttention");
-    let n = g.node(id.expect("fused"));
     assert_eq!(n.inputs.len(), 6);
     assert_eq!(n.input(4), None, "no key_padding_mask");
     assert_eq!(g.name(n.input(5).unwrap()), "bias");
