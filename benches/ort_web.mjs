@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { MODELS, maxDiff, openOrtWeb, prepare } from "../tests/js/ort_web.mjs";
+import { MODELS, maxDiff, openOrtWeb, opsOn, prepare } from "../tests/js/ort_web.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -81,6 +81,7 @@ try {
     Object.assign(row, {
       cpu_nodes: [cpuCount(origGpu), cpuCount(optGpu)],
       copies: [copies(origGpu), copies(optGpu)],
+      cpu_ops: [opsOn(origGpu.placement, CPU), opsOn(optGpu.placement, CPU)],
       webgpu_ms: [origGpu.ms, optGpu.ms],
     });
     row.max_diff.webgpu = maxDiff(ref.outputs, optGpu.outputs);

@@ -234,56 +234,93 @@ fn rotary_embedding_float16_is_one_dispatch(gpu: &Gpu) {
 /// zero points, a partial last block and a bias; 8-bit codes with the default zero point. Any
 /// bytes are valid codes, so B and the zero points are seeded bytes. One dispatch each.
 fn matmul_nbits_is_one_dispatch(gpu: &Gpu) {
-    // (K, N, bits, block_size, zero points, bias)
-    for (k, n, bits, bs, zp, bias) in [
-        (48usize, 24usize, 4usize, 32usize, true, true),
-        (64, 70, 8, 16, false, false),
-        (40, 9, 4, 16, false, true),
-    ] {
-        let nb = k.div_ceil(bs);
-        let bytes = |len: usize, seed: usize| {
-            let v: Vec<u8> = (0..len)
-                .map(|i| ((i * 73 + seed * 29 + i / 7) % 256) as u8)
-                .collect();
-            v
-        };
-        let mut b = GraphBuilder::new("g", 17);
-        b.import("com.microsoft", 1);
-        let a = f32_in(&mut b, "a", &[2, 5, k]);
-        let blob = bs * bits / 8;
-        let w = Tensor::U8(
-            ArrayD::from_shape_vec(IxDyn(&[n, nb, blob]), bytes(n * nb * blob, 1)).unwrap(),
+    for (i, case) in NBITS_CASES.iter().enumerate() {
+        let d = check(
+            gpu,
+            &nbits_graph(case, DType::F32),
+            &[("a", nbits_a(case, DType::F32))],
+            1e-5,
         );
-        let w = b.initializer("b", &w);
-        let sc = seeded_f32(&[n, nb], 51)
-            .as_f32()
-            .unwrap()
-            .mapv(|v| 0.01 + 0.02 * v.abs());
-        let sc = b.initializer("scales", &Tensor::F32(sc));
-        let mut ins = vec![Some(a), Some(w), Some(sc), None, None, None];
-        if zp {
-            let row = (nb * bits).div_ceil(8);
-            let z =
-                Tensor::U8(ArrayD::from_shape_vec(IxDyn(&[n, row]), bytes(n * row, 2)).unwrap());
-            ins[3] = Some(b.initializer("zp", &z));
-        }
-        if bias {
-            ins[5] = Some(b.initializer("bias", &seeded_f32(&[n], 52)));
-        }
-        while ins.last() == Some(&None) {
-            ins.pop();
-        }
-        let attrs = vec![
-            attr::int("K", k as i64),
-            attr::int("N", n as i64),
-            attr::int("bits", bits as i64),
-            attr::int("block_size", bs as i64),
-        ];
-        let y = b.node("com.microsoft", "MatMulNBits", &ins, 1, attrs);
-        b.output(y[0], "y");
-        let d = check(gpu, &b.build(), &[("a", seeded_f32(&[2, 5, k], 53))], 1e-5);
-        assert_eq!(d, 1, "K {k} N {n} bits {bits}");
+        assert_eq!(d, 1, "case {i}");
     }
+}
+
+/// The same MatMulNBits with float16 A, scales and bias (onnxruntime's 4-bit quantizer on a float16
+/// model; its T is one type for A and the scales), held as f16 where the adapter has `shader-f16`
+/// and widened to f32 without it: one dispatch, the f32 sum rounded once to float16 as the
+/// reference rounds it (a float16 ulp of the largest output apart at most: the sums' order).
+fn matmul_nbits_float16_is_one_dispatch(gpu: &Gpu) {
+    for g in [gpu.clone(), gpu.clone().without_f16()] {
+        for (i, case) in NBITS_CASES.iter().enumerate() {
+            let m = nbits_graph(case, DType::F16);
+            let d = check(&g, &m, &[("a", nbits_a(case, DType::F16))], 2e-3);
+            assert_eq!(d, 1, "case {i}, f16 storage {}", g.has_f16());
+        }
+    }
+}
+
+/// (K, N, bits, block_size, zero points, bias)
+const NBITS_CASES: [(usize, usize, usize, usize, bool, bool); 3] = [
+    (48, 24, 4, 32, true, true),
+    (64, 70, 8, 16, false, false),
+    (40, 9, 4, 16, false, true),
+];
+
+fn in_type(t: Tensor, dt: DType) -> Tensor {
+    match (t, dt) {
+        (Tensor::F32(a), DType::F16) => Tensor::F16(a.mapv(half::f16::from_f32)),
+        (t, _) => t,
+    }
+}
+
+fn nbits_a(&(k, ..): &(usize, usize, usize, usize, bool, bool), dt: DType) -> Tensor {
+    in_type(seeded_f32(&[2, 5, k], 53), dt)
+}
+
+fn nbits_graph(
+    &(k, n, bits, bs, zp, bias): &(usize, usize, usize, usize, bool, bool),
+    dt: DType,
+) -> Model {
+    let nb = k.div_ceil(bs);
+    let bytes = |len: usize, seed: usize| {
+        let v: Vec<u8> = (0..len)
+            .map(|i| ((i * 73 + seed * 29 + i / 7) % 256) as u8)
+            .collect();
+        v
+    };
+    let mut b = GraphBuilder::new("g", 17);
+    b.import("com.microsoft", 1);
+    let a = b.input("a", dt, dims(&[2, 5, k as i64]));
+    let blob = bs * bits / 8;
+    let w =
+        Tensor::U8(ArrayD::from_shape_vec(IxDyn(&[n, nb, blob]), bytes(n * nb * blob, 1)).unwrap());
+    let w = b.initializer("b", &w);
+    let sc = seeded_f32(&[n, nb], 51)
+        .as_f32()
+        .unwrap()
+        .mapv(|v| 0.01 + 0.02 * v.abs());
+    let sc = b.initializer("scales", &in_type(Tensor::F32(sc), dt));
+    let mut ins = vec![Some(a), Some(w), Some(sc), None, None, None];
+    if zp {
+        let row = (nb * bits).div_ceil(8);
+        let z = Tensor::U8(ArrayD::from_shape_vec(IxDyn(&[n, row]), bytes(n * row, 2)).unwrap());
+        ins[3] = Some(b.initializer("zp", &z));
+    }
+    if bias {
+        ins[5] = Some(b.initializer("bias", &in_type(seeded_f32(&[n], 52), dt)));
+    }
+    while ins.last() == Some(&None) {
+        ins.pop();
+    }
+    let attrs = vec![
+        attr::int("K", k as i64),
+        attr::int("N", n as i64),
+        attr::int("bits", bits as i64),
+        attr::int("block_size", bs as i64),
+    ];
+    let y = b.node("com.microsoft", "MatMulNBits", &ins, 1, attrs);
+    b.output(y[0], "y");
+    b.build()
 }
 
 /// MultiHeadAttention as `multi_head_attention` emits it (query [B, S, N·D], heads-first key and
@@ -1742,6 +1779,10 @@ const CASES: &[Case] = &[
     (
         "torchvision_cnns_match_the_reference",
         models::torchvision_cnns_match_the_reference,
+    ),
+    (
+        "matmul_nbits_float16_is_one_dispatch",
+        matmul_nbits_float16_is_one_dispatch,
     ),
     (
         "float16_gpt2_matches_the_reference",
