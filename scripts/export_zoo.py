@@ -33,6 +33,9 @@ Files (tests/models/zoo/):
   llama_gqa_tiny_fp16.onnx   llama_gqa_tiny.onnx through the same float16 conversion: every
                              float Cast of the export now casts float16 to float16, so the
                              rotary tables (Cos/Sin) and the RMSNorms compute in float16
+  llama_gqa_tiny_fp16_int4.onnx
+                             llama_gqa_tiny_fp16.onnx through the 4-bit quantizer above
+                             (MatMulNBits with float16 scales)
   llama_gqa_tiny_dynamo_fp16.onnx
                              llama_gqa_tiny_dynamo.onnx through the same float16 conversion
                              (its mask reads attention_mask by GatherND)

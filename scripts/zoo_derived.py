@@ -197,6 +197,9 @@ DERIVED = {
                             "4-bit weights: ~1/7 of each block's range"),
     "llama_gqa_tiny_int4_qdq": (ZOO / "llama_gqa_tiny.onnx", derive_int4_qdq, 0.25,
                                 "4-bit weights: ~1/7 of each block's range"),
+    # onnxruntime's 4-bit quantizer on the float16 model: MatMulNBits with float16 scales.
+    "llama_gqa_tiny_fp16_int4": (ZOO / "llama_gqa_tiny_fp16.onnx", derive_int4, 0.25,
+                                 "4-bit weights: ~1/7 of each block's range"),
     "gpt2_tiny_fp16": (OUT / "gpt2_tiny_op17.onnx", derive_fp16, 0.01,
                        "fp16 inside: ~1e-3 relative per op"),
     "llama_gqa_tiny_fp16": (ZOO / "llama_gqa_tiny.onnx", derive_fp16, 0.01,

@@ -1489,14 +1489,17 @@ fn float16_gpt2_on(gpu: &Gpu, m: &Model, fused: &Model) {
 /// The float16 Llama (onnxruntime's float16 converter), unfused and fused (rotary in float16,
 /// the RMS norms, QuickGelu), runs on WebGPU computed in float32 and matches the reference
 /// backend (which rounds every op's result to float16) within the project's float16 bound.
+/// The same for its 4-bit twin (MatMulNBits with float16 scales around the same fusions).
 fn float16_llama_matches_the_reference(gpu: &Gpu) {
     for gpu in [gpu.clone(), gpu.clone().without_f16()] {
-        float16_llama_on(&gpu);
+        for name in ["llama_gqa_tiny_fp16", "llama_gqa_tiny_fp16_int4"] {
+            float16_llama_on(&gpu, name);
+        }
     }
 }
 
-fn float16_llama_on(gpu: &Gpu) {
-    let (m, fused) = zoo_pair("llama_gqa_tiny_fp16");
+fn float16_llama_on(gpu: &Gpu, name: &str) {
+    let (m, fused) = zoo_pair(name);
     let rotary = |m: &Model| {
         let g = &m.graph;
         g.node_ids()
@@ -1509,7 +1512,7 @@ fn float16_llama_on(gpu: &Gpu) {
         let (du, nu) = max_abs_diff(gpu, &m, &inputs);
         let (df, nf) = max_abs_diff(gpu, &fused, &inputs);
         println!(
-            "llama_gqa_tiny_fp16 {b}x{s}, f16 storage {}: max |diff| {du:e} unfused ({nu} dispatches), {df:e} fused ({nf})",
+            "{name} {b}x{s}, f16 storage {}: max |diff| {du:e} unfused ({nu} dispatches), {df:e} fused ({nf})",
             gpu.has_f16()
         );
         let bound = fuselab::runtime::parity::HALF_TOLERANCE;

@@ -240,6 +240,7 @@ ALLOWED_GAPS: dict[str, set[str]] = {
     f"{_ZOO}/llama_gqa_tiny_sdpa.onnx": set(),
     f"{_ZOO}/llama_gqa_tiny_dynamo.onnx": set(),
     f"{_ZOO}/llama_gqa_tiny_int4.onnx": set(),
+    f"{_ZOO}/llama_gqa_tiny_fp16_int4.onnx": set(),
     f"{_ZOO}/vit_tiny.onnx": set(),
     f"{_ZOO}/whisper_encoder_tiny.onnx": set(),
 }

@@ -324,7 +324,8 @@ SPECS: dict[str, Spec] = {
             why="fp16 inside, as gpt2_tiny_fp16: computing any op in a different order or width "
                 "moves values by ~1 fp16 ulp (~1e-3 relative)",
         )
-        for m in ["llama_gqa_tiny_fp16", "qwen3_tiny_fp16", "llama_gqa_tiny_dynamo_fp16"]
+        for m in ["llama_gqa_tiny_fp16", "qwen3_tiny_fp16", "llama_gqa_tiny_dynamo_fp16",
+                  "llama_gqa_tiny_fp16_int4"]
     },
     # float16 decode steps (keep_io_types: the cache crosses the boundary as float32).
     **{

@@ -206,8 +206,10 @@ def test_opset23_exports_fuse_and_run_in_onnxruntime_at_every_batch(fuselab, tmp
 # are all masked is zeroed after the op, as the guard zeroes it.
 # llama_gqa_tiny_dynamo_fp16: the dynamo export's mask reads attention_mask by GatherND of
 # [batch, key] coordinates, which the prover follows.
+# llama_gqa_tiny_fp16_int4: the float16 Llama's MatMuls 4-bit (MatMulNBits with float16 scales);
+# the same fusions around them.
 FP16_DECODERS = {"llama_gqa_tiny_fp16": (1, 4, 2), "qwen3_tiny_fp16": (5, 4, 2),
-                 "llama_gqa_tiny_dynamo_fp16": (1, 4, 2)}
+                 "llama_gqa_tiny_dynamo_fp16": (1, 4, 2), "llama_gqa_tiny_fp16_int4": (1, 4, 2)}
 HALF_TOLERANCE = 2e-2  # fuselab's parity tolerance for a model that computes in float16
 
 
@@ -222,6 +224,7 @@ def test_float16_decoders_fuse_rotary_and_run_in_onnxruntime(fuselab, tmp_path, 
     assert ops["SimplifiedLayerNormalization"] == plain, ops
     assert ops["SkipSimplifiedLayerNormalization"] == skip, ops
     assert ops["QuickGelu"] == 2, ops
+    assert ops["MatMulNBits"] == (15 if stem.endswith("_int4") else 0), ops
     a = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
     b = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(11)
