@@ -50,7 +50,7 @@ ANCHOR_NAMES = {
 def sizes(subject) -> dict[str, int]:
     """The symbolic dims every run of `subject` takes (fuselab's and onnxruntime-web's); a dim
     the model does not have (seq on ViT and Whisper) is ignored."""
-    return {"batch": 1} if subject.model_type is None else {"batch": 2, "seq": 8}
+    return {"batch": 1} if subject.model_type is None else {"batch": subject.batch, "seq": 8}
 
 
 def dims(subject) -> list[str]:
@@ -90,17 +90,22 @@ def bench(cli: str, subject, backend: str, runs: int) -> dict:
     return json.loads(r.stdout)
 
 
-def ort_web(subjects, runs: int) -> dict:
-    models = []
-    for s in subjects:
-        d = ",".join(f"{k}={v}" for k, v in sizes(s).items())
-        models += ["--model", f"{s.path.relative_to(REPO)}:{d}"]
-    r = subprocess.run(["node", "benches/ort_web.mjs", "--json", "--runs", str(runs), *models], capture_output=True,
-                       text=True, cwd=REPO, timeout=3600)
+def ort_web(subject, runs: int) -> dict | None:
+    """onnxruntime-web's row for `subject` (benches/ort_web.mjs, one browser per model, so one
+    model that fails or hangs costs only its own row); None when the bench itself failed."""
+    d = ",".join(f"{k}={v}" for k, v in sizes(subject).items())
+    cmd = ["node", "benches/ort_web.mjs", "--json", "--runs", str(runs),
+           "--model", f"{subject.path.relative_to(REPO)}:{d}"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=900)
+    except subprocess.TimeoutExpired:
+        print(f"onnxruntime-web bench of {subject.name}: over 900 s", file=sys.stderr)
+        return None
     if r.returncode != 0:
-        print(f"onnxruntime-web bench failed:\n{r.stderr[-3000:]}", file=sys.stderr)
-        return {}
-    return {row["model"]: row for row in json.loads(r.stdout)}
+        print(f"onnxruntime-web bench of {subject.name} failed:\n{r.stderr[-3000:]}", file=sys.stderr)
+        return None
+    rows = json.loads(r.stdout)
+    return rows[0] if rows else None
 
 
 def ms(x: float) -> str:
@@ -125,11 +130,12 @@ def section(subject, base_nodes: int, rows: list, ref: dict, gpu: dict, web: dic
         out.append(f"| {name} | {ms(b['original']['median_ms'])} | {ms(b['optimized']['median_ms'])} | "
                    f"{b['speedup']:.2f}x | {also} |")
     if web:
-        diff = web["max_diff"]
+        diff = web.get("max_diff", {})
         for ep, key in [("wasm", "wasm_ms"), ("webgpu", "webgpu_ms")]:
+            label = "onnxruntime-web wasm EP" if ep == "wasm" else "onnxruntime-web WebGPU EP (SwiftShader)"
             if key not in web:
-                err = web.get("webgpu_error", "no result").replace("|", "/")
-                out.append(f"| onnxruntime-web WebGPU EP (SwiftShader) | — | — | — | does not run: {err[-160:]} |")
+                err = web.get(f"{ep}_error", "no result").replace("|", "/")
+                out.append(f"| {label} | — | — | — | does not run: {err[-160:]} |")
                 continue
             a, b = web[key]
             d = diff[ep]
@@ -137,7 +143,6 @@ def section(subject, base_nodes: int, rows: list, ref: dict, gpu: dict, web: dic
             if ep == "webgpu":
                 also += (f"; CPU nodes {web['cpu_nodes'][0]} → {web['cpu_nodes'][1]}, "
                          f"copies {web['copies'][0]} → {web['copies'][1]}")
-            label = "onnxruntime-web wasm EP" if ep == "wasm" else "onnxruntime-web WebGPU EP (SwiftShader)"
             out.append(f"| {label}, `--target ort-webgpu` graph ({web['nodes'][1]} nodes) | {ms(a)} | {ms(b)} | "
                        f"{a / b:.2f}x | {also} |")
     out.append("")
@@ -161,7 +166,6 @@ def main() -> int:
     missing = [str(s.path) for s in subjects if not s.path.exists()]
     if missing:
         raise SystemExit(f"missing models (run scripts/setup.sh): {', '.join(missing)}")
-    web = {} if args.no_browser else ort_web(subjects, max(5, args.runs // 2))
     body = []
     with tempfile.TemporaryDirectory() as tmp:
         for s in subjects:
@@ -174,7 +178,8 @@ def main() -> int:
             base = len(onnx.load(str(s.path)).graph.node)
             ref = bench(args.fuselab, s, "reference", args.runs)
             gpu = bench(args.fuselab, s, "webgpu", max(5, args.runs // 5))
-            body += section(s, base, rows, ref, gpu, web.get(s.name))
+            web = None if args.no_browser else ort_web(s, max(5, args.runs // 2))
+            body += section(s, base, rows, ref, gpu, web)
     head = [
         "# fuselab against the anchors, model by model (issue 15)", "",
         "Written by `.venv/bin/python benches/anchors.py` "
