@@ -89,6 +89,8 @@ try {
       webgpu_ms: [origGpu.ms, optGpu.ms],
     });
     row.max_diff.webgpu = maxDiff(ref.outputs, optGpu.outputs);
+    // The original on the same EP: what the EP itself differs by, fused or not.
+    row.max_diff.webgpu_original = maxDiff(ref.outputs, origGpu.outputs);
     if (!values.json) {
       console.log(`| ${row.model} | ${row.nodes.join(" → ")} | ${row.cpu_nodes.join(" → ")} | ${row.copies.join(" → ")} | ` +
         `${f(ref.ms)} → ${f(optWasm.ms)} | ${(ref.ms / optWasm.ms).toFixed(2)}x | ` +

@@ -91,6 +91,82 @@ fn ort_webgpu_refuses_ops_without_a_webgpu_kernel() {
     assert_eq!(rejected_for_target(&q, "dynamic_quantize_matmul"), 13);
 }
 
+/// T5's encoder adds a position bias and a padding mask: for onnxruntime's CPU EP that is one
+/// MultiHeadAttention with attention_bias and key_padding_mask; onnxruntime-web's WebGPU
+/// MultiHeadAttention fails at run time on a key_padding_mask, so `ort-webgpu` leaves it unfused.
+#[test]
+fn ort_webgpu_refuses_a_key_padding_mask() {
+    let kpm = |m: &Model| {
+        let g = &m.graph;
+        g.node_ids()
+            .map(|id| g.node(id))
+            .filter(|n| {
+                n.op_type == "MultiHeadAttention" && n.inputs.get(4).is_some_and(|v| v.is_some())
+            })
+            .count()
+    };
+    let (m, cpu) = run("tests/models/zoo/t5_encoder_tiny.onnx", Target::OrtCpu, &[]);
+    assert_eq!(fused(&cpu).get("MultiHeadAttention"), Some(&2));
+    assert_eq!(kpm(&m), 2);
+    let (m, web) = run(
+        "tests/models/zoo/t5_encoder_tiny.onnx",
+        Target::OrtWebgpu,
+        &[],
+    );
+    assert_eq!(fused(&web).get("MultiHeadAttention"), None);
+    assert_eq!(kpm(&m), 0);
+    assert_eq!(rejected_for_target(&web, "multi_head_attention"), 2);
+    // The norms still fuse.
+    assert_eq!(
+        fused(&web).get("SkipSimplifiedLayerNormalization"),
+        fused(&cpu).get("SkipSimplifiedLayerNormalization")
+    );
+}
+
+/// onnxruntime-web's WebGPU FusedConv reads X, W and B only: a residual Add + Relu after a Conv
+/// is FusedConv with Z for onnxruntime's CPU EP and stays apart for `ort-webgpu`, while a plain
+/// Conv + Relu fuses for both.
+#[test]
+fn ort_webgpu_refuses_a_fused_conv_with_a_residual() {
+    use fuselab::builder::{sym, GraphBuilder};
+    use fuselab::ir::attr;
+    use fuselab::ir::types::Dim;
+    use fuselab::DType;
+    let mut b = GraphBuilder::new("residual", 17);
+    let shape = |c| vec![sym("batch"), Dim::Known(c), Dim::Known(6), Dim::Known(6)];
+    let x = b.input("x", DType::F32, shape(4));
+    let pads = || vec![attr::ints("pads", &[1, 1, 1, 1])];
+    let w1 = b.initializer("w1", &common::seeded_f32(&[4, 4, 3, 3], 1));
+    let c1 = b.op("Conv", &[x, w1], pads());
+    let r1 = b.op("Relu", &[c1], vec![]);
+    let w2 = b.initializer("w2", &common::seeded_f32(&[4, 4, 3, 3], 2));
+    let c2 = b.op("Conv", &[r1, w2], pads());
+    let s = b.op("Add", &[c2, x], vec![]);
+    let y = b.op("Relu", &[s], vec![]);
+    b.output(y, "y");
+    let m = b.build();
+    let fuse = |target| {
+        let opts = OptimizeOptions {
+            target: Some(target),
+            ..Default::default()
+        };
+        let (opt, rep) = optimize(&m, &opts, &|| 0.0).unwrap();
+        assert!(rep.parity.as_ref().unwrap().ok);
+        let with_z = opt
+            .graph
+            .node_ids()
+            .map(|id| opt.graph.node(id))
+            .filter(|n| n.op_type == "FusedConv" && n.inputs.get(3).is_some_and(|v| v.is_some()))
+            .count();
+        (fused(&rep).get("FusedConv").copied(), with_z, rep)
+    };
+    let (n, z, _) = fuse(Target::OrtCpu);
+    assert_eq!((n, z), (Some(2), 1));
+    let (n, z, web) = fuse(Target::OrtWebgpu);
+    assert_eq!((n, z), (Some(1), 0));
+    assert_eq!(rejected_for_target(&web, "conv_activation"), 1);
+}
+
 #[test]
 fn ort_webgpu_changes_nothing_its_ep_runs() {
     // Llama's fusions are all WebGPU kernels: the same graph for both onnxruntime targets.

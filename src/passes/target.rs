@@ -15,7 +15,12 @@
 //!   DynamicQuantizeMatMul have none, and an Attention with a mask_index runs on the CPU (checked
 //!   in onnxruntime-web 1.31.1's placement log: `tests/js/ort_web.test.mjs`). Its WebGPU
 //!   MultiHeadAttention refuses `unidirectional` when the kernel is created (onnxruntime's
-//!   contrib_ops/webgpu/bert/multihead_attention.cc), so a causal one is refused here.
+//!   contrib_ops/webgpu/bert/multihead_attention.cc), so a causal one is refused here, and a
+//!   `key_padding_mask` when it runs ("input `key_padding_mask` not implemented for webgpu",
+//!   onnxruntime-web 1.31.1 on T5's encoder), so that one too. Its WebGPU FusedConv reads X, W
+//!   and B only (core/providers/webgpu/nn/conv.cc): a residual `Z` would be dropped without an
+//!   error (ResNet-18's output off by 3.0 in onnxruntime-web 1.31.1), so a FusedConv with Z is
+//!   refused.
 //! - `fuselab`: fuselab's own backends; also the backend lowering (`ai.fuselab.FusedElementwise`),
 //!   which no other runtime runs.
 
@@ -77,6 +82,12 @@ impl Target {
                     }
                     "MultiHeadAttention" if ms && causal_mha(node) => {
                         "onnxruntime-web's WebGPU MultiHeadAttention refuses unidirectional".into()
+                    }
+                    "FusedConv" if ms && given(3) => {
+                        "onnxruntime-web's WebGPU FusedConv ignores the residual input Z".into()
+                    }
+                    "MultiHeadAttention" if ms && given(4) => {
+                        "onnxruntime-web's WebGPU MultiHeadAttention has no key_padding_mask".into()
                     }
                     _ => return None,
                 }

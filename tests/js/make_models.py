@@ -13,6 +13,10 @@
                                        masked softmax attention, Tanh MLP, residual Adds) with
                                        tiny weights, shared by every block: a big graph in a
                                        small file.
+  make_models.py residual OUT          a ResNet basic block, x [batch, 8, 16, 16]: Conv →
+                                       BatchNormalization → Relu → Conv → BatchNormalization →
+                                       Add(x) → Relu, seeded weights: the residual Add that
+                                       onnxruntime's FusedConv takes as Z.
   make_models.py strip SRC OUT         SRC's graph with every external-data initializer made
                                        a graph input (same name, type and shape): a real
                                        model's graph (tests/models/real, whose .data files are
@@ -92,6 +96,37 @@ def layers(n, out):
     onnx.save(model, out)
 
 
+def residual(out):
+    rng = np.random.default_rng(5)
+    c = 8
+    inits, nodes = [], []
+
+    def const(name, a):
+        inits.append(numpy_helper.from_array(a.astype(np.float32), name))
+        return name
+
+    def conv_bn(x, i, relu):
+        w = const(f"w{i}", rng.normal(0, 0.2, (c, c, 3, 3)))
+        nodes.append(helper.make_node("Conv", [x, w], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]))
+        bn = [const(f"{k}{i}", v) for k, v in [("scale", rng.uniform(0.5, 1.5, c)), ("shift", rng.normal(0, 0.1, c)),
+                                                ("mean", rng.normal(0, 0.1, c)), ("var", rng.uniform(0.5, 1.5, c))]]
+        nodes.append(helper.make_node("BatchNormalization", [f"c{i}", *bn], [f"n{i}"], name=f"bn{i}"))
+        if relu:
+            nodes.append(helper.make_node("Relu", [f"n{i}"], [f"r{i}"], name=f"relu{i}"))
+            return f"r{i}"
+        return f"n{i}"
+
+    h = conv_bn("x", 1, True)
+    t = conv_bn(h, 2, False)
+    nodes.append(helper.make_node("Add", [t, "x"], ["sum"], name="residual"))
+    nodes.append(helper.make_node("Relu", ["sum"], ["y"], name="relu_out"))
+    shape = ["batch", c, 16, 16]
+    g = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    # IR 8 (onnx 1.13+): onnxruntime-web 1.31 reads up to IR 13, and the onnx wheel writes 14.
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), out)
+
+
 def strip(src, out):
     m = onnx.load(src, load_external_data=False)
     g = m.graph
@@ -113,6 +148,8 @@ if __name__ == "__main__":
         unsupported_input(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "strip":
         strip(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "residual":
+        residual(sys.argv[2])
     elif sys.argv[1] == "layers":
         layers(int(sys.argv[2]), sys.argv[3])
     else:
