@@ -250,3 +250,33 @@ fn conv_output_added_to_itself_does_not_fuse() {
     let p = parity(&m, &opt, &[]);
     assert!(p.max_abs_diff == 0.0);
 }
+
+/// A Conv without a bias fuses into a FusedConv of two inputs (no empty third slot, which
+/// onnxruntime-web's WebGPU Conv would read as a bias), and with a residual into X, W, "", Z.
+#[test]
+fn a_conv_without_bias_leaves_no_empty_trailing_slot() {
+    for residual in [false, true] {
+        let mut b = GraphBuilder::new("no_bias", 17);
+        let shape = || vec![sym("batch"), Dim::Known(4), Dim::Known(6), Dim::Known(6)];
+        let x = b.input("x", DType::F32, shape());
+        let w = b.initializer("w", &seeded_f32(&[4, 4, 3, 3], 1));
+        let t = b.op("Conv", &[x, w], vec![attr::ints("pads", &[1, 1, 1, 1])]);
+        let s = match residual {
+            true => b.op("Add", &[t, x], vec![]),
+            false => t,
+        };
+        let y = b.op("Relu", &[s], vec![]);
+        b.output(y, "y");
+        let m = b.build();
+        let (opt, _) = fuse(&m, RULES);
+        assert_eq!(ops(&opt), counts(&[("FusedConv", 1)]));
+        let n = opt.graph.node(opt.graph.node_ids().next().unwrap());
+        let slots: Vec<bool> = n.inputs.iter().map(|v| v.is_some()).collect();
+        let want = match residual {
+            true => vec![true, true, false, true],
+            false => vec![true, true],
+        };
+        assert_eq!(slots, want, "residual {residual}");
+        assert!(parity(&m, &opt, &[("batch", 2)]).max_abs_diff <= 1e-6);
+    }
+}

@@ -89,9 +89,14 @@ impl Rule for FuseConvActivation {
         let mut fused = Node::new("FusedConv", MS_DOMAIN);
         fused.name = fresh_node_name(g, &format!("{}_FusedConv", g.name(y)));
         fused.inputs = conv.inputs.clone();
-        fused.inputs.resize(3, None);
+        // No empty trailing slot: onnxruntime-web's WebGPU Conv takes any third input as the
+        // bias (a missing one failed its run), so B's slot is written only before a Z.
+        while fused.inputs.last() == Some(&None) {
+            fused.inputs.pop();
+        }
         let mut remove = vec![conv_id, id];
         if let Some((add_id, z)) = add {
+            fused.inputs.resize(3, None);
             fused.inputs.push(Some(z));
             remove.push(add_id);
         }

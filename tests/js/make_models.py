@@ -15,8 +15,9 @@
                                        small file.
   make_models.py residual OUT          a ResNet basic block, x [batch, 8, 16, 16]: Conv →
                                        BatchNormalization → Relu → Conv → BatchNormalization →
-                                       Add(x) → Relu, seeded weights: the residual Add that
-                                       onnxruntime's FusedConv takes as Z.
+                                       Add(x) → Relu, seeded weights (the residual Add that
+                                       onnxruntime's FusedConv takes as Z), then a 1x1 Conv
+                                       without a bias → Relu.
   make_models.py strip SRC OUT         SRC's graph with every external-data initializer made
                                        a graph input (same name, type and shape): a real
                                        model's graph (tests/models/real, whose .data files are
@@ -119,7 +120,11 @@ def residual(out):
     h = conv_bn("x", 1, True)
     t = conv_bn(h, 2, False)
     nodes.append(helper.make_node("Add", [t, "x"], ["sum"], name="residual"))
-    nodes.append(helper.make_node("Relu", ["sum"], ["y"], name="relu_out"))
+    nodes.append(helper.make_node("Relu", ["sum"], ["block"], name="relu_block"))
+    # A Conv without a bias, then Relu: its FusedConv has two inputs.
+    w3 = const("w3", rng.normal(0, 0.2, (c, c, 1, 1)))
+    nodes.append(helper.make_node("Conv", ["block", w3], ["c3"], name="conv3"))
+    nodes.append(helper.make_node("Relu", ["c3"], ["y"], name="relu_out"))
     shape = ["batch", c, 16, 16]
     g = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
