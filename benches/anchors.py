@@ -188,7 +188,9 @@ def main() -> int:
         f"{onnxruntime.__version__}, onnxscript {onnxscript.__version__}, onnx {onnx.__version__}. "
         "One run, so ratios are the figure to read: both graphs run interleaved in it. "
         "`tests/python/test_anchors.py` asserts the optimizer comparison on every test run.", "",
-        "Inputs: text batch 2 × seq 8, ViT and Whisper batch 2, CNNs batch 1 (224×224); seeded. "
+        "Inputs: text batch 2 × seq 8 (torch's opset-23 Llama and Phi batch 1, the only batch "
+        "onnxruntime runs their standard RotaryEmbedding at), ViT and Whisper batch 2, CNNs batch 1 "
+        "(224×224); seeded. "
         "\"fused ops\" counts the fused op types in each output graph (an op the export already had "
         "counts too). fuselab's time is its rules alone and the whole CLI call (load, rules, save); "
         "an anchor's is its Python call. onnxruntime-web runs the original and fuselab's "
