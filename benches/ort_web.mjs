@@ -3,7 +3,10 @@
 // WebGPU times are a functional figure, not a GPU's). Prints a markdown table for
 // docs/benchmarks.md: nodes, nodes placed on the CPU, CPU↔GPU copies, median ms, and the largest
 // output difference from the original on the wasm EP. `--json` prints the same figures as one
-// JSON array instead (benches/anchors.py reads it); `--model FILE[:DIM=N,...]` (repeatable) times
+// JSON array instead (benches/anchors.py reads it), with the ops each session left on the CPU
+// (`cpu_ops`, original and optimized), the original's own difference on the WebGPU EP
+// (`max_diff.webgpu_original`: what the EP differs by, fused or not), and `wasm_error` /
+// `webgpu_error` for a model an EP cannot run; `--model FILE[:DIM=N,...]` (repeatable) times
 // those files instead of the default set, e.g. `--model tests/models/gpt2_tiny.onnx:batch=2,seq=8`.
 //
 //   node benches/ort_web.mjs [--runs N] [--seq S] [--json] [--model FILE[:DIM=N,...]]...
