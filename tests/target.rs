@@ -35,6 +35,15 @@ fn fused(rep: &OptimizeReport) -> BTreeMap<&str, usize> {
     rep.fusions.iter().map(|(k, v)| (k.as_str(), *v)).collect()
 }
 
+/// Nodes of `op` whose input `slot` is given.
+fn with_input(m: &Model, op: &str, slot: usize) -> usize {
+    let g = &m.graph;
+    g.node_ids()
+        .map(|id| g.node(id))
+        .filter(|n| n.op_type == op && n.inputs.get(slot).is_some_and(|v| v.is_some()))
+        .count()
+}
+
 fn rejected_for_target(rep: &OptimizeReport, rule: &str) -> usize {
     rep.rejected
         .iter()
@@ -96,15 +105,7 @@ fn ort_webgpu_refuses_ops_without_a_webgpu_kernel() {
 /// MultiHeadAttention fails at run time on a key_padding_mask, so `ort-webgpu` leaves it unfused.
 #[test]
 fn ort_webgpu_refuses_a_key_padding_mask() {
-    let kpm = |m: &Model| {
-        let g = &m.graph;
-        g.node_ids()
-            .map(|id| g.node(id))
-            .filter(|n| {
-                n.op_type == "MultiHeadAttention" && n.inputs.get(4).is_some_and(|v| v.is_some())
-            })
-            .count()
-    };
+    let kpm = |m: &Model| with_input(m, "MultiHeadAttention", 4);
     let (m, cpu) = run("tests/models/zoo/t5_encoder_tiny.onnx", Target::OrtCpu, &[]);
     assert_eq!(fused(&cpu).get("MultiHeadAttention"), Some(&2));
     assert_eq!(kpm(&m), 2);
@@ -152,12 +153,7 @@ fn ort_webgpu_refuses_a_fused_conv_with_a_residual() {
         };
         let (opt, rep) = optimize(&m, &opts, &|| 0.0).unwrap();
         assert!(rep.parity.as_ref().unwrap().ok);
-        let with_z = opt
-            .graph
-            .node_ids()
-            .map(|id| opt.graph.node(id))
-            .filter(|n| n.op_type == "FusedConv" && n.inputs.get(3).is_some_and(|v| v.is_some()))
-            .count();
+        let with_z = with_input(&opt, "FusedConv", 3);
         (fused(&rep).get("FusedConv").copied(), with_z, rep)
     };
     let (n, z, _) = fuse(Target::OrtCpu);

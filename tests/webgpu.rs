@@ -260,7 +260,9 @@ fn matmul_nbits_float16_is_one_dispatch(gpu: &Gpu) {
 }
 
 /// (K, N, bits, block_size, zero points, bias)
-const NBITS_CASES: [(usize, usize, usize, usize, bool, bool); 3] = [
+type NBitsCase = (usize, usize, usize, usize, bool, bool);
+
+const NBITS_CASES: [NBitsCase; 3] = [
     (48, 24, 4, 32, true, true),
     (64, 70, 8, 16, false, false),
     (40, 9, 4, 16, false, true),
@@ -273,14 +275,11 @@ fn in_type(t: Tensor, dt: DType) -> Tensor {
     }
 }
 
-fn nbits_a(&(k, ..): &(usize, usize, usize, usize, bool, bool), dt: DType) -> Tensor {
+fn nbits_a(&(k, ..): &NBitsCase, dt: DType) -> Tensor {
     in_type(seeded_f32(&[2, 5, k], 53), dt)
 }
 
-fn nbits_graph(
-    &(k, n, bits, bs, zp, bias): &(usize, usize, usize, usize, bool, bool),
-    dt: DType,
-) -> Model {
+fn nbits_graph(&(k, n, bits, bs, zp, bias): &NBitsCase, dt: DType) -> Model {
     let nb = k.div_ceil(bs);
     let bytes = |len: usize, seed: usize| {
         let v: Vec<u8> = (0..len)
