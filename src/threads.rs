@@ -40,12 +40,14 @@ pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> cr
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        keep_freed_memory();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("fuselab-{i}"))
             .build()
             .map_err(|e| crate::Error::Other(format!("cannot start {threads} threads: {e}")))?;
-        Ok(pool.install(f))
+        Ok(pool.install(|| awake(threads, f)))
     }
     #[cfg(all(target_arch = "wasm32", feature = "wasm-threads"))]
     {
@@ -76,6 +78,66 @@ pub fn check(threads: usize) -> crate::Result<()> {
     return Err(one_thread_only(threads));
     #[cfg(not(target_arch = "wasm32"))]
     Ok(())
+}
+
+/// Makes glibc keep what the runs free for the next runs (once per process; threads made
+/// before keep their arena): every thread allocates from the main heap, blocks up to 32 MiB
+/// (glibc's largest threshold) come from the heap instead of a mapping of their own, and the
+/// heap is never trimmed.
+///
+/// The executor runs on a pool thread, and glibc gave such a thread heaps of its own, 64 MiB at
+/// most each, unmapping any beyond the first as soon as everything in it was freed; the main
+/// heap it trimmed once more than 2x its mapping threshold was free at the top. Either way a
+/// run took its large buffers from fresh pages: GPT-2 small at 1×128 faulted ~6,300 pages in
+/// per run (its 25.7 MB of logits; tests/steady_state.rs). Memory the process has used stays
+/// its own until it exits; blocks over 32 MiB are still mapped and unmapped per run.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep_freed_memory() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: mallopt only sets parameters of the allocator, each value in its range.
+    ONCE.call_once(|| unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    });
+}
+
+/// Runs `f` on this pool thread while the pool's other threads wait for work spinning, each
+/// taking the next part a kernel hands out as soon as it is there, until `f` returns.
+///
+/// Between two split kernels the model runs single-threaded ops (a residual Add, a Split), and a
+/// rayon worker idle that long goes to sleep, and waking it again took ~180 µs per fork on this
+/// VM: GPT-2 small's 49 products at 1×128 (`cargo run --release --example gemm_model`) took
+/// 8.7 ms longer at 2 threads with a 2 ms pause after each than without, and 1.8 ms longer with
+/// the spinning. onnxruntime's pool spins the same way by default. The cost: the other threads
+/// use a full core each for the whole call, which is what `--threads N` asks for; with more
+/// threads than cores nothing spins.
+#[cfg(not(target_arch = "wasm32"))]
+fn awake<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let done = AtomicBool::new(false);
+    // More threads than cores: a spinner would take the core the work needs.
+    if std::thread::available_parallelism().map_or(true, |cores| threads > cores.get()) {
+        return f();
+    }
+    let caller = rayon::current_thread_index();
+    rayon::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(|_| {
+                // A spinner this thread picks up itself (while `f` waits in a join) returns at
+                // once: spinning here would never let `f` go on.
+                if rayon::current_thread_index() == caller {
+                    return;
+                }
+                while !done.load(Ordering::Acquire) {
+                    rayon::yield_now();
+                }
+            });
+        }
+        let r = f();
+        done.store(true, Ordering::Release);
+        r
+    })
 }
 
 #[cfg(all(target_arch = "wasm32", not(feature = "wasm-threads")))]

@@ -327,6 +327,22 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: &mut [
         BSide::Packed(p) => Err(p),
     };
     let (mr, nr) = tile(isa);
+    let strips = n.div_ceil(nr);
+    let parts = crate::threads::split(strips, (m + 64) * k * n);
+    // A to pack, where more than one loop nest would pack it (every thread, every NC block):
+    // packed once, by all the threads, into the calling thread's scratch, and read from there.
+    if let ASide::Pack(pa, alpha) = a {
+        let mp = m.div_ceil(mr) * mr;
+        if (parts.is_some() || n > NC) && k * mp <= SHARED_A_MAX {
+            let mut data = SCRATCH.with(|s| std::mem::take(&mut s.borrow_mut().ap));
+            grow(&mut data, k * mp);
+            pack_shared(isa, pa, [m, k], alpha, &mut data, parts);
+            let packed = PackedA { isa, m, k, data };
+            drive_with(isa, [m, k, n], ASide::Packed(&packed), bside, c, ldc);
+            SCRATCH.with(|s| s.borrow_mut().ap = packed.data);
+            return;
+        }
+    }
     let cp = CPtr(c.as_mut_ptr());
     // The whole loop nest for C's columns in strips `part` (`nr` wide, the last one ragged):
     // packing A (each thread its own copy), reading or packing B, the micro-kernels.
@@ -400,10 +416,47 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: &mut [
     // element's sum keeps its order. Work in multiply-adds, plus each element of B at 64: at
     // few rows the product is bound by streaming B from memory (GPT-2 small at 1x8 gains from
     // 2 threads), while a tiny model's B sits in L2 and its products are too small to hand out.
-    let strips = n.div_ceil(nr);
-    match crate::threads::split(strips, (m + 64) * k * n) {
+    match parts {
         Some(parts) => crate::threads::for_each_part(strips, parts, run),
         None => run(0..strips),
+    }
+}
+
+/// Most floats of A that [`drive_with`] packs once for all its loop nests (32 MiB).
+const SHARED_A_MAX: usize = 1 << 23;
+
+/// Packs `a` `[m, k]` times `alpha` into `out` in [`PackedA`]'s layout, its `MR`-row strips split
+/// over `parts` threads (each strip is written by one thread only).
+fn pack_shared(
+    isa: Isa,
+    a: Strided<f32>,
+    [m, k]: [usize; 2],
+    alpha: f32,
+    out: &mut [f32],
+    parts: Option<usize>,
+) {
+    let mr = tile(isa).0;
+    let per_panel = m.div_ceil(mr);
+    let mp = per_panel * mr;
+    assert!(out.len() >= k * mp);
+    let base = CPtr(out.as_mut_ptr());
+    // Strip `s` of panel `pc` (all of its blocks' strips in a row) starts `pc · mp + s · mr · kc`
+    // floats in, as `PackedA::block` reads it.
+    let units = k.div_ceil(KC) * per_panel;
+    let run = |range: std::ops::Range<usize>| {
+        for u in range {
+            let (pc, s) = (u / per_panel * KC, u % per_panel);
+            let kc = (k - pc).min(KC);
+            let at = pc * mp + s * mr * kc;
+            // SAFETY: `at..at + mr · kc` lies in `out` (asserted: the last strip of the last
+            // panel ends at k · mp) and is this unit's alone.
+            let strip = unsafe { std::slice::from_raw_parts_mut(base.at(at), mr * kc) };
+            pack(a, s * mr, (m - s * mr).min(mr), pc, kc, mr, alpha, strip);
+        }
+    };
+    match parts {
+        Some(parts) => crate::threads::for_each_part(units, parts.min(units), run),
+        None => run(0..units),
     }
 }
 
@@ -597,8 +650,15 @@ impl Tile {
 /// per thread would alias: C's rows interleave every thread's columns).
 #[derive(Clone, Copy)]
 struct CPtr(*mut f32);
+impl CPtr {
+    /// The element `i` floats in (a method, so that closures capture the `Sync` wrapper).
+    fn at(self, i: usize) -> *mut f32 {
+        self.0.wrapping_add(i)
+    }
+}
+
 // SAFETY: CPtr is only dereferenced by `Tile::strip`, whose callers give each thread its own
-// columns of C.
+// columns of C, and by `pack_shared`, whose threads each write their own strips of packed A.
 unsafe impl Send for CPtr {}
 // SAFETY: as above.
 unsafe impl Sync for CPtr {}

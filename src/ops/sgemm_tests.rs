@@ -105,6 +105,30 @@ fn prepacked_a_matches_packing_per_call() {
     assert_eq!(packed_t.data, packed.data);
 }
 
+/// A product wider than one block of B's columns packs A once for all blocks (`pack_shared`):
+/// the same bits as each block on its own, which packs A itself, with alpha, A transposed, row
+/// blocks past MC and a ragged strip.
+#[test]
+fn a_packed_once_matches_each_block_on_its_own() {
+    let Some(isa) = best_isa() else { return };
+    let [m, k, n] = [MC + 7, 2 * KC + 5, NC + 45];
+    let (ad, bd) = (fill(m * k, 51), fill(k * n, 52));
+    let b = Strided::rows(&bd, n);
+    for a in [Strided::rows(&ad, k), Strided::rows(&ad, m).t()] {
+        let mut whole = fill(m * n, 53);
+        let mut blocks = whole.clone();
+        sgemm_with(isa, [m, k, n], 0.5, a, b, &mut whole, n);
+        for (j0, w) in [(0, NC), (NC, n - NC)] {
+            let bj = Strided {
+                data: &bd[j0..],
+                ..b
+            };
+            sgemm_with(isa, [m, k, w], 0.5, a, bj, &mut blocks[j0..], n);
+        }
+        assert!(whole == blocks, "{m}x{k}x{n}: differs");
+    }
+}
+
 /// Few columns of B times a prepacked A (a squeeze-excitation 1x1 Conv): the matrix-vector
 /// path over the packed strips matches the triple loop, across panels, row blocks and a ragged
 /// strip, with B row-major and transposed.
