@@ -5,9 +5,11 @@ Prints per case the median of each build's medians (original and optimized graph
 speedup each build measured, and new/old time ratios.
 
     python3 benches/compare_builds.py OLD_BIN NEW_BIN [--rounds 3] [--runs 200] [--real]
+        [--seqs 8,16] [--threads N]
 
 `--real` times the real-size models instead (tests/models/real, written by setup.sh: GPT-2
-small and the 12-layer Llama at 1x8 and 1x16), and skips the optimize comparison.
+small and the 12-layer Llama at batch 1 and each `--seqs` length, 8 and 16 unless given), and
+skips the optimize comparison. `--threads N` benches both builds with `--threads N`.
 """
 import argparse
 import json
@@ -24,15 +26,16 @@ CASES = [
 ]
 
 
-REAL_CASES = [
-    (f"tests/models/real/{m}.onnx", ["--dim", "batch=1", "--dim", f"seq={s}"])
-    for m in ["gpt2_small", "llama12"] for s in [8, 16]
-]
+def real_cases(seqs):
+    return [
+        (f"tests/models/real/{m}.onnx", ["--dim", "batch=1", "--dim", f"seq={s}"])
+        for m in ["gpt2_small", "llama12"] for s in seqs
+    ]
 
 
-def bench(binary, model, dims, runs):
+def bench(binary, model, dims, runs, threads=1):
     out = subprocess.run(
-        [binary, "bench", model, "--runs", str(runs), "--json", *dims],
+        [binary, "bench", model, "--runs", str(runs), "--json", "--threads", str(threads), *dims],
         check=True, capture_output=True, text=True,
     ).stdout
     j = json.loads(out)
@@ -63,14 +66,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--real", action="store_true", help="the real-size models (see above)")
+    ap.add_argument("--seqs", default="8,16", help="with --real: comma-separated seq lengths")
+    ap.add_argument("--threads", type=int, default=1, help="`fuselab bench --threads` for both")
     a = ap.parse_args()
     print("| model | dims | old orig / fused ms | new orig / fused ms | old speedup | new speedup | new/old orig | new/old fused |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for model, dims in REAL_CASES if a.real else CASES:
+    cases = real_cases([int(x) for x in a.seqs.split(",")]) if a.real else CASES
+    for model, dims in cases:
         res = {"old": [], "new": []}
         for _ in range(a.rounds):
             for k, b in (("old", a.old), ("new", a.new)):
-                res[k].append(bench(b, model, dims, a.runs))
+                res[k].append(bench(b, model, dims, a.runs, a.threads))
         med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in res.items()}
         (oo, of), (no, nf) = med["old"], med["new"]
         print(f"| {model.split('/')[-1]} | {' '.join(d for d in dims if d != '--dim')} | "
