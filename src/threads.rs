@@ -35,13 +35,13 @@ pub const MAX_THREADS: usize = 256;
 /// cannot be built.
 pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> crate::Result<R> {
     check(threads)?;
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    keep_freed_memory();
     if threads == 1 {
         return Ok(f());
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        keep_freed_memory();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("fuselab-{i}"))
@@ -85,12 +85,13 @@ pub fn check(threads: usize) -> crate::Result<()> {
 /// (glibc's largest threshold) come from the heap instead of a mapping of their own, and the
 /// heap is never trimmed.
 ///
-/// The executor runs on a pool thread, and glibc gave such a thread heaps of its own, 64 MiB at
-/// most each, unmapping any beyond the first as soon as everything in it was freed; the main
-/// heap it trimmed once more than 2x its mapping threshold was free at the top. Either way a
-/// run took its large buffers from fresh pages: GPT-2 small at 1×128 faulted ~6,300 pages in
-/// per run (its 25.7 MB of logits; tests/steady_state.rs). Memory the process has used stays
-/// its own until it exits; blocks over 32 MiB are still mapped and unmapped per run.
+/// With several threads the executor runs on a pool thread, and glibc gave such a thread heaps
+/// of its own, 64 MiB at most each, unmapping any beyond the first as soon as everything in it
+/// was freed; the main heap (one thread) it trimmed once more than 2x its mapping threshold was
+/// free at the top. Either way a run took its large buffers from fresh pages: GPT-2 small at
+/// 1×128 on two threads faulted ~6,300 pages in per run (its 25.7 MB of logits;
+/// tests/steady_state.rs has a model that did so on one thread too). Memory the process has
+/// used stays its own until it exits; blocks over 32 MiB are still mapped and unmapped per run.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn keep_freed_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
