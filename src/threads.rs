@@ -8,10 +8,10 @@
 //! (`awake`), and [`with_threads`] also sets how the runs' memory is kept (glibc's heap,
 //! `keep_freed_memory`): a CLI command always comes through here. In wasm, rayon is compiled
 //! in only by the threads build (feature `wasm-threads`): there the pool is the global one that
-//! JS starts once with `await startThreads(n)` (Web Workers sharing the module's memory, by wasm-bindgen-rayon), and
-//! a call with `threads` ≤ n runs on it, its kernels splitting into at most `threads` parts. The
-//! caller blocks while the pool works, so it should be a Worker (a page's main thread spins).
-//! The plain wasm builds run on one thread.
+//! JS starts once with `await startThreads(n)` (Web Workers sharing the module's memory, by
+//! wasm-bindgen-rayon), and a call with `threads` ≤ n runs on it, its kernels splitting into at
+//! most `threads` parts. The caller blocks while the pool works, so it should be a Worker (a
+//! page's main thread spins). The plain wasm builds run on one thread.
 //!
 //! Kernels split so that every thread writes its own elements and the sums keep their order:
 //! the results are the same bit for bit at any thread count.
