@@ -26,7 +26,9 @@ use thin::{dots, DOT_ROWS, NARROW_COLS};
 mod packing;
 #[path = "sgemm_small.rs"]
 mod small;
-use packing::{pack, pack_shared, SHARED_A_MAX};
+use packing::pack;
+#[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
+use packing::{pack_shared, SHARED_A_MAX};
 #[cfg(test)]
 pub(super) use small::sgemm_rows;
 pub use small::small_sgemm;
@@ -334,6 +336,9 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: &mut [
     let parts = crate::threads::split(strips, (m + 64) * k * n);
     // A to pack, where more than one loop nest would pack it (every thread, every NC block):
     // packed once, by all the threads, into the calling thread's scratch, and read from there.
+    // Not in the one-thread wasm builds, whose gzipped size has a budget (scripts/
+    // check_wasm_size.sh): there the wide products pack A per block as before (the same bits).
+    #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
     if let ASide::Pack(pa, alpha) = a {
         let mp = m.div_ceil(mr) * mr;
         if (parts.is_some() || n > NC) && k * mp <= SHARED_A_MAX {
@@ -568,6 +573,7 @@ impl Tile {
 struct CPtr(*mut f32);
 impl CPtr {
     /// The element `i` floats in (a method, so that closures capture the `Sync` wrapper).
+    #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
     fn at(self, i: usize) -> *mut f32 {
         self.0.wrapping_add(i)
     }

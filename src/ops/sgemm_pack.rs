@@ -1,13 +1,17 @@
 //! Packing for the packed GEMM (sgemm.rs): the strips the micro-kernel reads, from A or B, and
 //! A packed once for every thread and column block of a product.
 
-use super::{tile, CPtr, Isa, Strided, KC};
+use super::Strided;
+#[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
+use super::{tile, CPtr, Isa, KC};
 
 /// Most floats of A that [`super::drive_with`] packs once for all its loop nests (32 MiB).
+#[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
 pub(super) const SHARED_A_MAX: usize = 1 << 23;
 
 /// Packs `a` `[m, k]` times `alpha` into `out` in [`super::PackedA`]'s layout, its `MR`-row
 /// strips split over `parts` threads (each strip is written by one thread only).
+#[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
 pub(super) fn pack_shared(
     isa: Isa,
     a: Strided<f32>,
