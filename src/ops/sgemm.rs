@@ -339,18 +339,20 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: &mut [
     // Not in the one-thread wasm builds, whose gzipped size has a budget (scripts/
     // check_wasm_size.sh): there the wide products pack A per block as before (the same bits).
     #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
-    if let ASide::Pack(pa, alpha) = a {
-        let mp = m.div_ceil(mr) * mr;
-        if (parts.is_some() || n > NC) && k * mp <= SHARED_A_MAX {
+    let shared = match a {
+        ASide::Pack(pa, alpha)
+            if (parts.is_some() || n > NC) && k * m.div_ceil(mr) * mr <= SHARED_A_MAX =>
+        {
             let mut data = SCRATCH.with(|s| std::mem::take(&mut s.borrow_mut().ap));
-            grow(&mut data, k * mp);
+            grow(&mut data, k * m.div_ceil(mr) * mr);
             pack_shared(isa, pa, [m, k], alpha, &mut data, parts);
-            let packed = PackedA { isa, m, k, data };
-            drive_with(isa, [m, k, n], ASide::Packed(&packed), bside, c, ldc);
-            SCRATCH.with(|s| s.borrow_mut().ap = packed.data);
-            return;
+            Some(PackedA { isa, m, k, data })
         }
-    }
+        _ => None,
+    };
+    #[cfg(not(any(not(target_arch = "wasm32"), feature = "wasm-threads")))]
+    let shared: Option<PackedA> = None;
+    let a = shared.as_ref().map_or(a, ASide::Packed);
     let cp = CPtr(c.as_mut_ptr());
     // The whole loop nest for C's columns in strips `part` (`nr` wide, the last one ragged):
     // packing A (each thread its own copy), reading or packing B, the micro-kernels.
@@ -427,6 +429,9 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: &mut [
     match parts {
         Some(parts) => crate::threads::for_each_part(strips, parts, run),
         None => run(0..strips),
+    }
+    if let Some(p) = shared {
+        SCRATCH.with(|s| s.borrow_mut().ap = p.data);
     }
 }
 
