@@ -13,7 +13,7 @@
 //! load on a shared machine hits them alike. The figures in `threads::awake`'s docs and
 //! docs/benchmarks.md come from here.
 
-use fuselab::ops::sgemm::{sgemm_packed_b, PackedB, Strided};
+use fuselab::ops::sgemm::{sgemm_packed_b, COut, PackedB, Strided};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -60,7 +60,7 @@ fn main() {
                         for (&(k, n), w) in shapes.iter().zip(&weights) {
                             let t = Instant::now();
                             let a = Strided::rows(&a[..m * k], k);
-                            sgemm_packed_b(m, 1.0, a, w, &mut y[..m * n], n);
+                            sgemm_packed_b(m, 1.0, a, w, COut::Add(&mut y[..m * n]), n);
                             if pass > 0 {
                                 total += t.elapsed().as_secs_f64() * 1e3;
                             }

@@ -702,7 +702,7 @@ fn simd128_gemm_matches_the_triple_loop() {
             assert!(sgemm::sgemm([m, k, n], 0.5, a, b, &mut got, ldc));
             let mut packed = c0.clone();
             if let Some(pb) = PackedB::new(b, k, n) {
-                sgemm::sgemm_packed_b(m, 0.5, a, &pb, &mut packed, ldc);
+                sgemm::sgemm_packed_b(m, 0.5, a, &pb, sgemm::COut::Add(&mut packed), ldc);
             } else {
                 packed.clone_from(&got);
             }

@@ -38,6 +38,19 @@ pub fn broadcast_shape(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>,
     Ok(out)
 }
 
+/// Row-major strides of `shape`, with 0 where a dim is 1 so that it broadcasts, right-aligned to
+/// a batch shape of rank `rank`.
+pub fn batch_strides(shape: &[usize], rank: usize) -> Vec<usize> {
+    let mut strides = vec![0; rank];
+    let mut s = 1;
+    for (i, &d) in shape.iter().enumerate().rev() {
+        let slot = rank - shape.len() + i;
+        strides[slot] = if d == 1 { 0 } else { s };
+        s *= d;
+    }
+    strides
+}
+
 /// Unidirectional broadcasting: `from` must broadcast to exactly `to` (Gemm's C).
 pub fn check_unidirectional(
     op: &str,

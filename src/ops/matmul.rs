@@ -14,7 +14,7 @@
 use ndarray::linalg::general_mat_mul;
 use ndarray::{Array2, ArrayD, ArrayView, ArrayView2, ArrayViewMut2, IxDyn, ShapeBuilder, Zip};
 
-use super::broadcast::{broadcast_shape, check_unidirectional};
+use super::broadcast::{batch_strides, broadcast_shape, check_unidirectional};
 use super::common::{check_out, input, opt_input, type_mismatch, unsupported_type, Num};
 use super::infer::broadcast_dims;
 use super::lowering::{prepend, run, NodeCtx, Ty};
@@ -303,17 +303,17 @@ pub trait MatElem: Num {
     fn pack_a(_a: Strided<Self>, _m: usize, _k: usize) -> Option<PackedA> {
         None
     }
-    /// `y += a · b` (operands as `small_product`'s) by MatMul's constant B packed once;
-    /// false when not done (see `matmul_packed::product`).
-    fn const_b_product(
+    /// MatMul's whole output by its constant B packed once: products of `a`'s `[m, k]` blocks
+    /// at `a_at` with `b`, in a row; None when not done (see `matmul_packed::products`), and
+    /// where `small_product` takes these products.
+    fn const_b_products(
         _: &KernelCtx,
         _: &[Self],
         _: &[Self],
-        _: &mut [Self],
+        _: &[usize],
         _: [usize; 3],
-        _: bool,
-    ) -> bool {
-        false
+    ) -> Option<Vec<Self>> {
+        None
     }
     /// `y[i·ldy + j] += Σ_p a(i, p) · b(p, j)` for `a` packed by [`MatElem::pack_a`].
     fn gemm_packed(_a: &PackedA, _n: usize, _b: Strided<Self>, _y: &mut [Self], _ldy: usize) {
@@ -375,15 +375,17 @@ mat_float!(f32, small_sgemm, super::sgemm::sgemm, {
     fn gemm_packed(a: &PackedA, n: usize, b: Strided<f32>, y: &mut [f32], ldy: usize) {
         super::sgemm::sgemm_packed(a, n, b, y, ldy)
     }
-    fn const_b_product(
+    fn const_b_products(
         c: &KernelCtx,
         a: &[f32],
         b: &[f32],
-        y: &mut [f32],
+        a_at: &[usize],
         mkn: [usize; 3],
-        first: bool,
-    ) -> bool {
-        packed::product(c, a, b, y, mkn, first)
+    ) -> Option<Vec<f32>> {
+        if super::sgemm::small_takes(mkn[0]) {
+            return None;
+        }
+        packed::products(c, a, b, a_at, mkn)
     }
 });
 
@@ -458,19 +460,6 @@ pub fn matmul(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResult {
     }])
 }
 
-/// Row-major strides of `shape`, with 0 where a dim is 1 so that it broadcasts, right-aligned to
-/// a batch shape of rank `rank`.
-fn batch_strides(shape: &[usize], rank: usize) -> Vec<usize> {
-    let mut strides = vec![0; rank];
-    let mut s = 1;
-    for (i, &d) in shape.iter().enumerate().rev() {
-        let slot = rank - shape.len() + i;
-        strides[slot] = if d == 1 { 0 } else { s };
-        s *= d;
-    }
-    strides
-}
-
 fn matmul_typed<T: MatElem>(
     ctx: &KernelCtx,
     a: &ArrayD<T>,
@@ -508,8 +497,7 @@ fn matmul_typed<T: MatElem>(
     let batch_a = &sa[..sa.len() - 2];
     let batch_b = &sb[..sb.len() - 2];
     let batch = broadcast_shape(OP, batch_a, batch_b)?;
-    let mut full = batch.clone();
-    full.extend([m, n]);
+    let full = [&batch[..], &[m, n]].concat();
     check_out(ctx, OP, &full, (std::mem::size_of::<T>() * 8) as u64)?;
     let mut out_shape = batch.clone();
     if a.ndim() > 1 {
@@ -519,40 +507,47 @@ fn matmul_typed<T: MatElem>(
         out_shape.push(n);
     }
     let count: usize = batch.iter().product();
+    let shaped =
+        |out| ArrayD::from_shape_vec(IxDyn(&out_shape), out).map_err(|e| format!("{OP}: {e}"));
+    if m * n == 0 || k == 0 {
+        return shaped(vec![T::ZERO; count * m * n]);
+    }
+    let (a, b) = (a.as_standard_layout(), b.as_standard_layout());
+    let (Some(da), Some(db)) = (a.as_slice(), b.as_slice()) else {
+        return Err(format!("{OP}: internal error: operand not contiguous"));
+    };
+    let stra = batch_strides(batch_a, batch.len());
+    let strb = batch_strides(batch_b, batch.len());
+    // The output batch index decomposed and mapped into each operand's batch.
+    let operands = |bi: usize| {
+        let (mut rem, mut oa, mut ob) = (bi, 0, 0);
+        for d in (0..batch.len()).rev() {
+            let idx = rem % batch[d];
+            rem /= batch[d];
+            oa += idx * stra[d];
+            ob += idx * strb[d];
+        }
+        (oa, ob)
+    };
+    if batch_b.iter().product::<usize>() == 1 {
+        let a_at: Vec<usize> = (0..count).map(|bi| operands(bi).0 * m * k).collect();
+        if let Some(y) = T::const_b_products(ctx, da, db, &a_at, [m, k, n]) {
+            return shaped(y);
+        }
+    }
     let mut out = vec![T::ZERO; count * m * n];
-    if m * n > 0 && k > 0 {
-        let a = a.as_standard_layout();
-        let b = b.as_standard_layout();
-        let (da, db) = match (a.as_slice(), b.as_slice()) {
-            (Some(x), Some(y)) => (x, y),
-            _ => return Err(format!("{OP}: internal error: operand not contiguous")),
-        };
-        let stra = batch_strides(batch_a, batch.len());
-        let strb = batch_strides(batch_b, batch.len());
-        let one_b = batch_b.iter().product::<usize>() == 1;
-        for (bi, chunk) in out.chunks_mut(m * n).enumerate() {
-            // Decompose the output batch index and map it into each operand's batch.
-            let (mut rem, mut oa, mut ob) = (bi, 0, 0);
-            for d in (0..batch.len()).rev() {
-                let idx = rem % batch[d];
-                rem /= batch[d];
-                oa += idx * stra[d];
-                ob += idx * strb[d];
-            }
-            let (sa, sb) = (
-                &da[oa * m * k..(oa + 1) * m * k],
-                &db[ob * k * n..(ob + 1) * k * n],
-            );
-            if T::small_product(sa, sb, chunk, m, k, n)
-                || (one_b && T::const_b_product(ctx, sa, sb, chunk, [m, k, n], bi == 0))
-            {
-                continue;
-            }
+    for (bi, chunk) in out.chunks_mut(m * n).enumerate() {
+        let (oa, ob) = operands(bi);
+        let (sa, sb) = (
+            &da[oa * m * k..(oa + 1) * m * k],
+            &db[ob * k * n..(ob + 1) * k * n],
+        );
+        if !T::small_product(sa, sb, chunk, m, k, n) {
             let (sa, sb) = (Strided::rows(sa, k), Strided::rows(sb, n));
             T::gemm_acc(1.0, [m, k, n], sa, sb, chunk, n);
         }
     }
-    ArrayD::from_shape_vec(IxDyn(&out_shape), out).map_err(|e| format!("{OP}: {e}"))
+    shaped(out)
 }
 
 /// Gemm: Y = alpha * A' * B' + beta * C with A', B' optionally transposed, C unidirectionally

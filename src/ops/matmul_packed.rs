@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use crate::ops::sgemm::{sgemm_packed_b, PackedB, Strided};
+use crate::ops::sgemm::{sgemm_packed_b, COut, PackedB, Strided};
 use crate::ops::KernelCtx;
 
 /// What a MatMul node keeps: whether it ran once, and B packed from its second run on (None
@@ -21,33 +21,38 @@ struct LazyB {
     packed: OnceLock<Option<PackedB>>,
 }
 
-/// `y += a · b` for row-major `a` [m, k], `b` [k, n] (MatMul's input 1, the same B for every
-/// product of this call) and `y` [m, n], by B packed once; false (nothing done) where B is not
-/// an initializer, the caller keeps nothing, this is the node's first run, or B does not pack.
-/// `first` marks a call's first product (a batch of them counts as one run).
-pub(super) fn product(
+/// MatMul's whole output, `a_at.len()` products `[m, n]` in a row: product `i` is `a`'s
+/// row-major `[m, k]` block at `a_at[i]` times `b` [k, n] (input 1, the same B for every
+/// product), written straight into fresh memory by B packed once (nothing zeroed first). None
+/// (nothing done) where B is not an initializer, the caller keeps nothing, this is the node's
+/// first run, B does not pack, or an operand is short.
+pub(super) fn products(
     ctx: &KernelCtx,
     a: &[f32],
     b: &[f32],
-    y: &mut [f32],
+    a_at: &[usize],
     [m, k, n]: [usize; 3],
-    first: bool,
-) -> bool {
-    let Some(lazy) = ctx.prepare(1, LazyB::default) else {
-        return false;
-    };
+) -> Option<Vec<f32>> {
+    let lazy = ctx.prepare(1, LazyB::default)?;
     let packed = match lazy.packed.get() {
         Some(p) => p,
-        None if first && lazy.ran.swap(true, Ordering::Relaxed) => lazy
+        None if lazy.ran.swap(true, Ordering::Relaxed) => lazy
             .packed
             .get_or_init(|| PackedB::new(Strided::rows(b, n), k, n)),
-        None => return false,
+        None => return None,
     };
-    match packed {
-        Some(p) if p.shape() == [k, n] && a.len() >= m * k && y.len() >= m * n => {
-            sgemm_packed_b(m, 1.0, Strided::rows(a, k), p, y, n);
-            true
-        }
-        _ => false,
+    let p = packed.as_ref().filter(|p| p.shape() == [k, n])?;
+    let len = a_at.len().checked_mul(m.checked_mul(n)?)?;
+    if len == 0 || a_at.iter().any(|&at| at + m * k > a.len()) {
+        return None;
     }
+    let mut y = Vec::with_capacity(len);
+    for (&at, block) in a_at.iter().zip(y.spare_capacity_mut().chunks_mut(m * n)) {
+        let a = Strided::rows(&a[at..at + m * k], k);
+        sgemm_packed_b(m, 1.0, a, p, COut::Fill(block), n);
+    }
+    // SAFETY: the `len` elements are the products' blocks, and `COut::Fill` writes every
+    // element of its block.
+    unsafe { y.set_len(len) };
+    Some(y)
 }

@@ -18,6 +18,7 @@
 //! pack by gathering; the micro-kernels never see strides.
 
 use std::cell::RefCell;
+use std::mem::MaybeUninit;
 
 #[path = "sgemm_thin.rs"]
 mod thin;
@@ -31,7 +32,7 @@ use packing::pack;
 use packing::{pack_shared, SHARED_A_MAX};
 #[cfg(test)]
 pub(super) use small::sgemm_rows;
-pub use small::small_sgemm;
+pub use small::{small_sgemm, small_takes};
 
 /// A float32 matrix in a slice: element `(i, j)` at `data[i * rs + j * cs]`.
 #[derive(Clone, Copy, Debug)]
@@ -261,18 +262,12 @@ impl PackedB {
     }
 }
 
-/// `c[i * ldc + j] += alpha · Σ_p a(i, p) · b(p, j)` for `a` `[m, b.k]` and `b` packed by
-/// [`PackedB::new`]: what [`sgemm_with`] computes with `b`'s kernel, bit for bit.
+/// `c[i * ldc + j] += alpha · Σ_p a(i, p) · b(p, j)` (or `=`, for [`COut::Fill`]) for `a`
+/// `[m, b.k]` and `b` packed by [`PackedB::new`]: what [`sgemm_with`] computes with `b`'s
+/// kernel into a zeroed C, bit for bit.
 ///
 /// Panics if `a` does not cover `[m, k]` or `c` is too short (callers check the shapes).
-pub fn sgemm_packed_b(
-    m: usize,
-    alpha: f32,
-    a: Strided<f32>,
-    b: &PackedB,
-    c: &mut [f32],
-    ldc: usize,
-) {
+pub fn sgemm_packed_b(m: usize, alpha: f32, a: Strided<f32>, b: &PackedB, c: COut, ldc: usize) {
     assert!(a.covers(m, b.k), "sgemm: A out of bounds");
     drive_with(
         b.isa,
@@ -282,6 +277,13 @@ pub fn sgemm_packed_b(
         c,
         ldc,
     );
+}
+
+/// C as the driver gets it: a matrix to add the product to, or memory to fill with it (every
+/// element of the `[m, n]` block written, none read: a fresh output needs no zeroing first).
+pub enum COut<'a> {
+    Add(&'a mut [f32]),
+    Fill(&'a mut [MaybeUninit<f32>]),
 }
 
 /// The micro-kernel's tile: rows of A, columns of B.
@@ -308,24 +310,37 @@ enum BSide<'a> {
 }
 
 /// The blocked loop nest around the micro-kernel.
-fn drive(isa: Isa, mkn: [usize; 3], a: ASide, b: Strided<f32>, c: &mut [f32], ldc: usize) {
-    drive_with(isa, mkn, a, BSide::Strided(b), c, ldc)
+fn drive(isa: Isa, [m, k, n]: [usize; 3], a: ASide, b: Strided<f32>, c: &mut [f32], ldc: usize) {
+    if n <= NARROW_COLS && m > 0 && k > 0 {
+        assert!(b.covers(k, n), "sgemm: B out of bounds");
+        return thin::narrow(isa, [m, k, n], a, b, c, ldc);
+    }
+    drive_with(isa, [m, k, n], a, BSide::Strided(b), COut::Add(c), ldc)
 }
 
-fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: &mut [f32], ldc: usize) {
-    if m == 0 || n == 0 || k == 0 {
+fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: COut, ldc: usize) {
+    let (cp, clen, fill) = match c {
+        COut::Add(c) => (CPtr(c.as_mut_ptr()), c.len(), false),
+        COut::Fill(c) => (CPtr(c.as_mut_ptr().cast()), c.len(), true),
+    };
+    if m == 0 || n == 0 {
         return;
     }
     assert!(
-        ldc >= n && (m - 1) * ldc + n <= c.len(),
+        ldc >= n && (m - 1) * ldc + n <= clen,
         "sgemm: C out of bounds"
     );
+    if k == 0 {
+        // An empty sum: C as it is, or zeros.
+        for i in (0..m).filter(|_| fill) {
+            // SAFETY: row i's n elements lie in C (asserted above).
+            unsafe { std::ptr::write_bytes(cp.0.add(i * ldc), 0, n) };
+        }
+        return;
+    }
     let b = match bside {
         BSide::Strided(b) => {
             assert!(b.covers(k, n), "sgemm: B out of bounds");
-            if n <= NARROW_COLS {
-                return thin::narrow(isa, [m, k, n], a, b, c, ldc);
-            }
             Ok(b)
         }
         // `PackedB::new_with` packs only B that takes none of the thin paths.
@@ -353,7 +368,6 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: &mut [
     #[cfg(not(any(not(target_arch = "wasm32"), feature = "wasm-threads")))]
     let shared: Option<PackedA> = None;
     let a = shared.as_ref().map_or(a, ASide::Packed);
-    let cp = CPtr(c.as_mut_ptr());
     // The whole loop nest for C's columns in strips `part` (`nr` wide, the last one ragged):
     // packing A (each thread its own copy), reading or packing B, the micro-kernels.
     let run = |part: std::ops::Range<usize>| {
@@ -412,7 +426,15 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: &mut [
                             }
                             ASide::Packed(p) => p.block(pc, ic),
                         };
-                        let tile = Tile { kc, mr, nr, ldc };
+                        // The first panel fills C where it is memory to fill.
+                        let add = !(fill && pc == 0);
+                        let tile = Tile {
+                            kc,
+                            mr,
+                            nr,
+                            ldc,
+                            add,
+                        };
                         // SAFETY: rows `ic..ic + mc` and columns `j0..j1` lie in C (asserted
                         // above), and no other part writes these columns.
                         unsafe { tile.block(isa, ablock, &bsrc, [ic, mc], [j0, nc], cp) };
@@ -479,6 +501,8 @@ struct Tile {
     mr: usize,
     nr: usize,
     ldc: usize,
+    /// Add the product to C (false: store it, reading nothing of C).
+    add: bool,
 }
 
 /// Fewest A strips in a block for which `Tile::strip` asks for the next B strip ahead.
@@ -535,7 +559,13 @@ impl Tile {
         [j0, jr, nw]: [usize; 3],
         c: CPtr,
     ) {
-        let Tile { kc, mr, nr, ldc } = *self;
+        let Tile {
+            kc,
+            mr,
+            nr,
+            ldc,
+            add,
+        } = *self;
         let (bs, ldb) = b.strip(j0, jr, nw, kc, nr);
         // A packed strip's successor follows it in memory. Its first pass would wait on memory
         // (each weight is read once per run, from DRAM at real size), so each A strip's turn
@@ -556,15 +586,18 @@ impl Tile {
             let at = (i0 + ir) * ldc + j0 + jr;
             if mh == mr && nw == nr {
                 // SAFETY: a full tile inside the strip (the caller's promise).
-                unsafe { micro(isa, kc, as_, (bs, ldb), c.0.add(at), ldc) };
+                unsafe { micro(isa, kc, as_, (bs, ldb), (c.0.add(at), ldc), add) };
             } else {
                 let mut tmp = [0f32; 12 * 32];
                 // SAFETY: `tmp` holds an MR x NR tile with rows NR apart.
-                unsafe { micro(isa, kc, as_, (bs, ldb), tmp.as_mut_ptr(), nr) };
+                unsafe { micro(isa, kc, as_, (bs, ldb), (tmp.as_mut_ptr(), nr), false) };
                 for r in 0..mh {
                     for (jj, &t) in tmp[r * nr..][..nw].iter().enumerate() {
                         // SAFETY: row ir + r < mc and column jr + jj < jr + nw: in the strip.
-                        unsafe { *c.0.add(at + r * ldc + jj) += t };
+                        unsafe {
+                            let cv = c.0.add(at + r * ldc + jj);
+                            cv.write(if add { cv.read() + t } else { t });
+                        }
                     }
                 }
             }
@@ -590,17 +623,18 @@ unsafe impl Send for CPtr {}
 // SAFETY: as above.
 unsafe impl Sync for CPtr {}
 
-/// `c[r·ldc + j] += Σ_p a[p·MR + r] · b[p·ldb + j]` for a full `MR x NR` tile.
+/// `c[r·ldc + j] += Σ_p a[p·MR + r] · b[p·ldb + j]` for a full `MR x NR` tile (`=` without
+/// `add`: C is then only written).
 ///
 /// # Safety
-/// `c` is valid for reads and writes of an `MR x NR` tile with rows `ldc` apart.
+/// `c` is valid for writes (and reads, with `add`) of an `MR x NR` tile with rows `ldc` apart.
 unsafe fn micro(
     isa: Isa,
     kc: usize,
     a: &[f32],
     (b, ldb): (&[f32], usize),
-    c: *mut f32,
-    ldc: usize,
+    (c, ldc): (*mut f32, usize),
+    add: bool,
 ) {
     let (mr, nr) = tile(isa);
     assert!(a.len() >= kc * mr && ldc >= nr);
@@ -611,11 +645,11 @@ unsafe fn micro(
     // reads of A and B, and C is the caller's promise.
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { x86::k12x32(kc, a, b, ldb, c, ldc) },
+        Isa::Avx512 => unsafe { x86::k12x32(kc, a, (b, ldb), (c, ldc), add) },
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { x86::k6x16(kc, a, b, ldb, c, ldc) },
+        Isa::Avx2 => unsafe { x86::k6x16(kc, a, (b, ldb), (c, ldc), add) },
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        Isa::Simd128 => unsafe { wasm::kernel(kc, a, b, ldb, c, ldc) },
+        Isa::Simd128 => unsafe { wasm::kernel(kc, a, (b, ldb), (c, ldc), add) },
         #[allow(unreachable_patterns)]
         _ => unreachable!("sgemm: no {isa:?} micro-kernel on this target"),
     }

@@ -46,6 +46,24 @@ impl Window {
 #[cfg(target_arch = "x86_64")]
 type WindowFn = unsafe fn(&[f32], &[f32], &mut [f32], usize, usize, Window);
 
+/// Whether [`small_sgemm`] computes products of `m` rows on this machine.
+pub fn small_takes(m: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        m <= SMALL_M && has!("avx2") && has!("fma")
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        m <= SMALL_M
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "wasm32")))]
+    {
+        let _ = m;
+        false
+    }
+}
+
 /// `y = a · b` in float32 for few rows (a decode step's one token), on x86-64 with AVX2 and
 /// FMA, and on wasm32: no packing at all, which at up to `SMALL_M` rows costs more than the
 /// product. Elsewhere (and for larger `m`) it returns false. Inside a pool of several threads the columns split
@@ -55,7 +73,7 @@ pub fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: u
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
-        if m <= SMALL_M && has!("avx2") && has!("fma") {
+        if small_takes(m) {
             // Both are safe code compiled for their features, which the CPU has (checked here).
             let kernel: WindowFn = if has!("avx512f") {
                 window_avx512
@@ -96,7 +114,7 @@ pub fn small_sgemm(a: &[f32], b: &[f32], y: &mut [f32], m: usize, k: usize, n: u
         }
     }
     #[cfg(target_arch = "wasm32")]
-    if m <= SMALL_M {
+    if small_takes(m) {
         // One thread; the window's column loops are SIMD128 (`wasm::axpy4` / `axpy1`).
         sgemm_window(a, b, y, m, k, Window::all(n));
         return true;

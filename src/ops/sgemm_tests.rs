@@ -184,8 +184,54 @@ fn prepacked_b_matches_packing_per_call() {
                 let mut want = fill(m * ldc, seed + 43);
                 let mut got = want.clone();
                 sgemm_with(isa, [m, k, n], 0.5, a, b, &mut want, ldc);
-                sgemm_packed_b(m, 0.5, a, &packed, &mut got, ldc);
+                sgemm_packed_b(m, 0.5, a, &packed, COut::Add(&mut got), ldc);
                 assert!(got == want, "{isa:?} {m}x{k}x{n}: differs");
+            }
+        }
+    }
+}
+
+/// `COut::Fill` writes every element of C's block and reads none: memory holding NaN (standing
+/// for whatever a fresh allocation holds) comes out with the bits that adding into zeros gives,
+/// edges off the tiles, several panels deep and blocks wide, at one thread and split over two.
+#[test]
+fn fill_writes_the_product_without_reading_c() {
+    use std::mem::MaybeUninit;
+    let isas = [Isa::Avx512, Isa::Avx2]
+        .into_iter()
+        .filter(|&i| supports(i));
+    for isa in isas {
+        for [m, k, n] in [
+            [MC + 7, 2 * KC + 5, NC + 45],
+            [5, KC + 1, 37],
+            [64, 700, 3100],
+        ] {
+            let (ad, bd) = (fill(m * k, 51), fill(k * n, 52));
+            let packed = PackedB::new_with(isa, Strided::rows(&bd, n), k, n).expect("packs");
+            let a = Strided::rows(&ad, k);
+            let ldc = n + 2;
+            let mut want = vec![0f32; m * ldc];
+            sgemm_packed_b(m, 0.5, a, &packed, COut::Add(&mut want), ldc);
+            let got = |threads| {
+                let mut c = vec![MaybeUninit::new(f32::NAN); m * ldc];
+                let run = || sgemm_packed_b(m, 0.5, a, &packed, COut::Fill(&mut c), ldc);
+                crate::threads::with_threads(threads, run).expect("a pool");
+                // SAFETY: every element was initialized (NaN, then maybe the product).
+                c.into_iter()
+                    .map(|v| unsafe { v.assume_init() })
+                    .collect::<Vec<f32>>()
+            };
+            for threads in [1, 2] {
+                let got = got(threads);
+                for i in 0..m {
+                    let (w, g) = (&want[i * ldc..][..n], &got[i * ldc..][..n]);
+                    assert!(
+                        w == g,
+                        "{isa:?} {m}x{k}x{n}, {threads} threads: row {i} differs"
+                    );
+                    // Past the block's n columns C is left alone.
+                    assert!(got[i * ldc + n..][..ldc - n].iter().all(|v| v.is_nan()));
+                }
             }
         }
     }
@@ -235,7 +281,7 @@ fn threads_give_the_same_bits() {
                 sgemm_with(isa, [m, k, n], 0.5, a, b, &mut c, n);
                 let packed = PackedB::new_with(isa, b, k, n).expect("packs");
                 let mut cp = vec![0f32; m * n];
-                sgemm_packed_b(m, 1.0, a, &packed, &mut cp, n);
+                sgemm_packed_b(m, 1.0, a, &packed, COut::Add(&mut cp), n);
                 sgemm_with(isa, [m, k, n], 1.0, a, bt, &mut cp, n);
                 (c, cp)
             };
@@ -377,7 +423,7 @@ fn sgemm_timing() {
         for _ in 0..reps {
             y.fill(0.0);
             if let Some(p) = &pb {
-                super::sgemm_packed_b(m, 1.0, Strided::rows(&a, k), p, &mut y, n);
+                super::sgemm_packed_b(m, 1.0, Strided::rows(&a, k), p, super::COut::Add(&mut y), n);
             }
         }
         let prepacked = flops / t.elapsed().as_secs_f64() / 1e9;

@@ -9,7 +9,7 @@ pub const MR: usize = 4;
 /// Columns of B per tile (`NR / 4` vectors).
 pub const NR: usize = 8;
 
-/// `c[r·ldc + j] += Σ_p a[p·MR + r] · b[p·ldb + j]` for one `MR x NR` tile.
+/// `c[r·ldc + j] += Σ_p a[p·MR + r] · b[p·ldb + j]` for one `MR x NR` tile (`=` without `add`).
 ///
 /// Written out accumulator by accumulator: the wasm build is optimized for size (`opt-level =
 /// "z"`), where LLVM neither unrolls loops nor vectorizes them, so an array of accumulators
@@ -37,7 +37,13 @@ fn madd(
 }
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-pub unsafe fn kernel(kc: usize, a: *const f32, b: *const f32, ldb: usize, c: *mut f32, ldc: usize) {
+pub unsafe fn kernel(
+    kc: usize,
+    a: *const f32,
+    (b, ldb): (*const f32, usize),
+    (c, ldc): (*mut f32, usize),
+    add: bool,
+) {
     use core::arch::wasm32::*;
     let z = f32x4_splat(0.0);
     let (mut c00, mut c01, mut c10, mut c11) = (z, z, z, z);
@@ -72,9 +78,14 @@ pub unsafe fn kernel(kc: usize, a: *const f32, b: *const f32, ldb: usize, c: *mu
         // SAFETY: row r of the tile, its NR columns (the caller's promise).
         unsafe {
             let cp = c.add(r * ldc) as *mut v128;
-            v128_store(cp, f32x4_add(v128_load(cp), s0));
-            let cp = cp.add(1);
-            v128_store(cp, f32x4_add(v128_load(cp), s1));
+            let cp1 = cp.add(1);
+            if add {
+                v128_store(cp, f32x4_add(v128_load(cp), s0));
+                v128_store(cp1, f32x4_add(v128_load(cp1), s1));
+            } else {
+                v128_store(cp, s0);
+                v128_store(cp1, s1);
+            }
         }
     }
 }

@@ -13,9 +13,15 @@ const PREFETCH_ROWS: usize = 16;
 ///
 /// # Safety
 /// The CPU has AVX-512F; `a` holds `kc · 12` floats, `b` `kc` rows of 32 `ldb` apart, and
-/// `c` a 12 x 32 tile with rows `ldc` apart.
+/// `c` a 12 x 32 tile with rows `ldc` apart (read only with `add`; without it the tile is stored).
 #[target_feature(enable = "avx512f")]
-pub unsafe fn k12x32(kc: usize, a: *const f32, b: *const f32, ldb: usize, c: *mut f32, ldc: usize) {
+pub unsafe fn k12x32(
+    kc: usize,
+    a: *const f32,
+    (b, ldb): (*const f32, usize),
+    (c, ldc): (*mut f32, usize),
+    add: bool,
+) {
     let mut acc = [[_mm512_setzero_ps(); 2]; 12];
     for p in 0..kc {
         let b0 = _mm512_loadu_ps(b.add(p * ldb));
@@ -31,9 +37,14 @@ pub unsafe fn k12x32(kc: usize, a: *const f32, b: *const f32, ldb: usize, c: *mu
     }
     for (r, acc_r) in acc.iter().enumerate() {
         let cr = c.add(r * ldc);
-        _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(cr), acc_r[0]));
-        let cr = cr.add(16);
-        _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(cr), acc_r[1]));
+        let cr2 = cr.add(16);
+        if add {
+            _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(cr), acc_r[0]));
+            _mm512_storeu_ps(cr2, _mm512_add_ps(_mm512_loadu_ps(cr2), acc_r[1]));
+        } else {
+            _mm512_storeu_ps(cr, acc_r[0]);
+            _mm512_storeu_ps(cr2, acc_r[1]);
+        }
     }
 }
 
@@ -41,9 +52,15 @@ pub unsafe fn k12x32(kc: usize, a: *const f32, b: *const f32, ldb: usize, c: *mu
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; `a` holds `kc · 6` floats, `b` `kc` rows of 16 `ldb` apart,
-/// and `c` a 6 x 16 tile with rows `ldc` apart.
+/// and `c` a 6 x 16 tile with rows `ldc` apart (read only with `add`).
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn k6x16(kc: usize, a: *const f32, b: *const f32, ldb: usize, c: *mut f32, ldc: usize) {
+pub unsafe fn k6x16(
+    kc: usize,
+    a: *const f32,
+    (b, ldb): (*const f32, usize),
+    (c, ldc): (*mut f32, usize),
+    add: bool,
+) {
     let mut acc = [[_mm256_setzero_ps(); 2]; 6];
     for p in 0..kc {
         let b0 = _mm256_loadu_ps(b.add(p * ldb));
@@ -59,8 +76,13 @@ pub unsafe fn k6x16(kc: usize, a: *const f32, b: *const f32, ldb: usize, c: *mut
     }
     for (r, acc_r) in acc.iter().enumerate() {
         let cr = c.add(r * ldc);
-        _mm256_storeu_ps(cr, _mm256_add_ps(_mm256_loadu_ps(cr), acc_r[0]));
-        let cr = cr.add(8);
-        _mm256_storeu_ps(cr, _mm256_add_ps(_mm256_loadu_ps(cr), acc_r[1]));
+        let cr2 = cr.add(8);
+        if add {
+            _mm256_storeu_ps(cr, _mm256_add_ps(_mm256_loadu_ps(cr), acc_r[0]));
+            _mm256_storeu_ps(cr2, _mm256_add_ps(_mm256_loadu_ps(cr2), acc_r[1]));
+        } else {
+            _mm256_storeu_ps(cr, acc_r[0]);
+            _mm256_storeu_ps(cr2, acc_r[1]);
+        }
     }
 }
