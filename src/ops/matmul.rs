@@ -303,14 +303,14 @@ pub trait MatElem: Num {
     fn pack_a(_a: Strided<Self>, _m: usize, _k: usize) -> Option<PackedA> {
         None
     }
-    /// MatMul's whole output by its constant B packed once: products of `a`'s `[m, k]` blocks
-    /// at `a_at` with `b`, in a row; None when not done (see `matmul_packed::products`), and
+    /// MatMul's whole output by its constant B packed once: `count` products of `a`'s `[m, k]`
+    /// blocks (product `i`'s at `a_at(i)`) with `b`, in a row; None when not done (see `matmul_packed::products`), and
     /// where `small_product` takes these products.
     fn const_b_products(
         _: &KernelCtx,
         _: &[Self],
         _: &[Self],
-        _: &[usize],
+        (_, _): (usize, &dyn Fn(usize) -> usize),
         _: [usize; 3],
     ) -> Option<Vec<Self>> {
         None
@@ -379,7 +379,7 @@ mat_float!(f32, small_sgemm, super::sgemm::sgemm, {
         c: &KernelCtx,
         a: &[f32],
         b: &[f32],
-        a_at: &[usize],
+        a_at: (usize, &dyn Fn(usize) -> usize),
         mkn: [usize; 3],
     ) -> Option<Vec<f32>> {
         if super::sgemm::small_takes(mkn[0]) {
@@ -530,8 +530,8 @@ fn matmul_typed<T: MatElem>(
         (oa, ob)
     };
     if batch_b.iter().product::<usize>() == 1 {
-        let a_at: Vec<usize> = (0..count).map(|bi| operands(bi).0 * m * k).collect();
-        if let Some(y) = T::const_b_products(ctx, da, db, &a_at, [m, k, n]) {
+        let a_at = |bi| operands(bi).0 * m * k;
+        if let Some(y) = T::const_b_products(ctx, da, db, (count, &a_at), [m, k, n]) {
             return shaped(y);
         }
     }

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use crate::ops::sgemm::{sgemm_packed_b, COut, PackedB, Strided};
+use crate::ops::sgemm::{sgemm_packed_b, COut, PackedB, Strided, FILLS};
 use crate::ops::KernelCtx;
 
 /// What a MatMul node keeps: whether it ran once, and B packed from its second run on (None
@@ -21,16 +21,17 @@ struct LazyB {
     packed: OnceLock<Option<PackedB>>,
 }
 
-/// MatMul's whole output, `a_at.len()` products `[m, n]` in a row: product `i` is `a`'s
-/// row-major `[m, k]` block at `a_at[i]` times `b` [k, n] (input 1, the same B for every
-/// product), written straight into fresh memory by B packed once (nothing zeroed first). None
+/// MatMul's whole output, `count` products `[m, n]` in a row: product `i` is `a`'s row-major
+/// `[m, k]` block at `a_at(i)` times `b` [k, n] (input 1, the same B for every product), by B
+/// packed once, written straight into fresh memory (nothing zeroed first; in the one-thread
+/// wasm builds, whose gzipped size has a budget, added into zeros: see `sgemm::FILLS`). None
 /// (nothing done) where B is not an initializer, the caller keeps nothing, this is the node's
 /// first run, B does not pack, or an operand is short.
 pub(super) fn products(
     ctx: &KernelCtx,
     a: &[f32],
     b: &[f32],
-    a_at: &[usize],
+    (count, a_at): (usize, &dyn Fn(usize) -> usize),
     [m, k, n]: [usize; 3],
 ) -> Option<Vec<f32>> {
     let lazy = ctx.prepare(1, LazyB::default)?;
@@ -42,14 +43,21 @@ pub(super) fn products(
         None => return None,
     };
     let p = packed.as_ref().filter(|p| p.shape() == [k, n])?;
-    let len = a_at.len().checked_mul(m.checked_mul(n)?)?;
-    if len == 0 || a_at.iter().any(|&at| at + m * k > a.len()) {
+    let len = count.checked_mul(m.checked_mul(n)?)?;
+    if len == 0 || (0..count).any(|i| a_at(i) + m * k > a.len()) {
         return None;
     }
+    let block_a = |i| Strided::rows(&a[a_at(i)..][..m * k], k);
+    if !FILLS {
+        let mut y = vec![0f32; len];
+        for (i, block) in y.chunks_mut(m * n).enumerate() {
+            sgemm_packed_b(m, 1.0, block_a(i), p, COut::Add(block), n);
+        }
+        return Some(y);
+    }
     let mut y = Vec::with_capacity(len);
-    for (&at, block) in a_at.iter().zip(y.spare_capacity_mut().chunks_mut(m * n)) {
-        let a = Strided::rows(&a[at..at + m * k], k);
-        sgemm_packed_b(m, 1.0, a, p, COut::Fill(block), n);
+    for (i, block) in y.spare_capacity_mut().chunks_mut(m * n).enumerate() {
+        sgemm_packed_b(m, 1.0, block_a(i), p, COut::Fill(block), n);
     }
     // SAFETY: the `len` elements are the products' blocks, and `COut::Fill` writes every
     // element of its block.

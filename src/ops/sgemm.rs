@@ -280,11 +280,16 @@ pub fn sgemm_packed_b(m: usize, alpha: f32, a: Strided<f32>, b: &PackedB, c: COu
 }
 
 /// C as the driver gets it: a matrix to add the product to, or memory to fill with it (every
-/// element of the `[m, n]` block written, none read: a fresh output needs no zeroing first).
+/// element of the `[m, n]` block written, none read: a fresh output needs no zeroing first;
+/// only where [`FILLS`]).
 pub enum COut<'a> {
     Add(&'a mut [f32]),
     Fill(&'a mut [MaybeUninit<f32>]),
 }
+
+/// Whether [`COut::Fill`] may be used: not in the one-thread wasm builds, whose gzipped size has
+/// a budget (scripts/check_wasm_size.sh); there outputs are zeroed and added into, as before.
+pub const FILLS: bool = cfg!(any(not(target_arch = "wasm32"), feature = "wasm-threads"));
 
 /// The micro-kernel's tile: rows of A, columns of B.
 fn tile(isa: Isa) -> (usize, usize) {
@@ -321,7 +326,12 @@ fn drive(isa: Isa, [m, k, n]: [usize; 3], a: ASide, b: Strided<f32>, c: &mut [f3
 fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: COut, ldc: usize) {
     let (cp, clen, fill) = match c {
         COut::Add(c) => (CPtr(c.as_mut_ptr()), c.len(), false),
-        COut::Fill(c) => (CPtr(c.as_mut_ptr().cast()), c.len(), true),
+        COut::Fill(c) => {
+            if !FILLS {
+                unreachable!("sgemm: COut::Fill in a build without it");
+            }
+            (CPtr(c.as_mut_ptr().cast()), c.len(), true)
+        }
     };
     if m == 0 || n == 0 {
         return;
