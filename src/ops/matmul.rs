@@ -304,8 +304,8 @@ pub trait MatElem: Num {
         None
     }
     /// MatMul's whole output by its constant B packed once: `count` products of `a`'s `[m, k]`
-    /// blocks (product `i`'s at `a_at(i)`) with `b`, in a row; None when not done (see `matmul_packed::products`), and
-    /// where `small_product` takes these products.
+    /// blocks (product `i`'s at `a_at(i)`) with `b`, in a row; None when not done (see
+    /// `matmul_packed::products`), and where `small_product` takes these products.
     fn const_b_products(
         _: &KernelCtx,
         _: &[Self],

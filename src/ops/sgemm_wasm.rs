@@ -9,7 +9,8 @@ pub const MR: usize = 4;
 /// Columns of B per tile (`NR / 4` vectors).
 pub const NR: usize = 8;
 
-/// `c[r·ldc + j] += Σ_p a[p·MR + r] · b[p·ldb + j]` for one `MR x NR` tile (`=` without `add`).
+/// `c[r·ldc + j] += Σ_p a[p·MR + r] · b[p·ldb + j]` for one `MR x NR` tile (`=` without
+/// `add`).
 ///
 /// Written out accumulator by accumulator: the wasm build is optimized for size (`opt-level =
 /// "z"`), where LLVM neither unrolls loops nor vectorizes them, so an array of accumulators
