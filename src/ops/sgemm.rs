@@ -359,6 +359,12 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: COut, 
     let (mr, nr) = tile(isa);
     let strips = n.div_ceil(nr);
     let parts = crate::threads::split(strips, (m + 64) * k * n);
+    // Row-major A at alpha 1 is read in place where the CPU's kernel can (`in_place`): no
+    // packing at all, and rows past the last full strip need no padded copy.
+    let in_place = match a {
+        ASide::Pack(pa, alpha) if in_place(isa) && pa.cs == 1 && alpha == 1.0 => Some(pa),
+        _ => None,
+    };
     // A to pack, where more than one loop nest would pack it (every thread, every NC block):
     // packed once, by all the threads, into the calling thread's scratch, and read from there.
     // Not in the one-thread wasm builds, whose gzipped size has a budget (scripts/
@@ -366,7 +372,9 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: COut, 
     #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
     let shared = match a {
         ASide::Pack(pa, alpha)
-            if (parts.is_some() || n > NC) && k * m.div_ceil(mr) * mr <= SHARED_A_MAX =>
+            if in_place.is_none()
+                && (parts.is_some() || n > NC)
+                && k * m.div_ceil(mr) * mr <= SHARED_A_MAX =>
         {
             let mut data = SCRATCH.with(|s| std::mem::take(&mut s.borrow_mut().ap));
             grow(&mut data, k * m.div_ceil(mr) * mr);
@@ -388,7 +396,7 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: COut, 
             if b.is_ok() {
                 grow(bp, KC.min(k) * (hi - lo).min(NC).div_ceil(nr) * nr);
             }
-            if let ASide::Pack(..) = a {
+            if let (ASide::Pack(..), None) = (a, in_place) {
                 grow(ap, KC.min(k) * m.min(MC).div_ceil(mr) * mr);
             }
             for jc in (0..n).step_by(NC) {
@@ -429,12 +437,13 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: COut, 
                     };
                     for ic in (0..m).step_by(MC) {
                         let mc = (m - ic).min(MC);
-                        let ablock = match a {
-                            ASide::Pack(a, alpha) => {
+                        let ablock = match (a, in_place) {
+                            (_, Some(a)) => AStrips::InPlace(&a.data[ic * a.rs + pc..], a.rs),
+                            (ASide::Pack(a, alpha), None) => {
                                 pack(a, ic, mc, pc, kc, mr, alpha, ap);
-                                &ap[..]
+                                AStrips::Packed(&ap[..])
                             }
-                            ASide::Packed(p) => p.block(pc, ic),
+                            (ASide::Packed(p), None) => AStrips::Packed(p.block(pc, ic)),
                         };
                         // The first panel fills C where it is memory to fill.
                         let add = !(fill && pc == 0);
@@ -505,116 +514,6 @@ fn grow(v: &mut Vec<f32>, len: usize) {
     }
 }
 
-/// One packed A block times one packed B panel.
-struct Tile {
-    kc: usize,
-    mr: usize,
-    nr: usize,
-    ldc: usize,
-    /// Add the product to C (false: store it, reading nothing of C).
-    add: bool,
-}
-
-/// Fewest A strips in a block for which `Tile::strip` asks for the next B strip ahead.
-const L2_HINT_TURNS: usize = 4;
-
-/// Asks for the cache line holding `p` in L2 (a hint: any address, nothing is read).
-#[inline(always)]
-fn prefetch_l2(p: *const f32) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-        _mm_prefetch::<_MM_HINT_T1>(p as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-impl Tile {
-    /// `C[rows, cols] += A block · B panel`, tile by tile; B's strip is the outer loop so it
-    /// stays in L1 while the A strips stream from L2.
-    ///
-    /// # Safety
-    /// `c` is valid for reads and writes of rows `i0..i0 + mc` and columns `j0..j0 + nc`
-    /// (rows `ldc` apart), and no other thread touches them meanwhile.
-    unsafe fn block(
-        &self,
-        isa: Isa,
-        ap: &[f32],
-        b: &BSource,
-        [i0, mc]: [usize; 2],
-        [j0, nc]: [usize; 2],
-        c: CPtr,
-    ) {
-        let nr = self.nr;
-        for jr in (0..nc).step_by(nr) {
-            // SAFETY: the strip's rows and columns lie in the block (the caller's promise).
-            unsafe { self.strip(isa, ap, b, [i0, mc], [j0, jr, (nc - jr).min(nr)], c) };
-        }
-    }
-
-    /// Columns `j0 + jr..` (`nw` of them: one strip of B) of rows `i0..i0 + mc` of C, every A
-    /// strip of the block in turn.
-    ///
-    /// # Safety
-    /// `c` is valid for reads and writes of those rows and columns (rows `ldc` apart), and no
-    /// other thread touches them meanwhile.
-    unsafe fn strip(
-        &self,
-        isa: Isa,
-        ap: &[f32],
-        b: &BSource,
-        [i0, mc]: [usize; 2],
-        [j0, jr, nw]: [usize; 3],
-        c: CPtr,
-    ) {
-        let Tile {
-            kc,
-            mr,
-            nr,
-            ldc,
-            add,
-        } = *self;
-        let (bs, ldb) = b.strip(j0, jr, nw, kc, nr);
-        // A packed strip's successor follows it in memory. Its first pass would wait on memory
-        // (each weight is read once per run, from DRAM at real size), so each A strip's turn
-        // asks for its share of the next strip's lines into L2. With few A strips (a few rows
-        // of A) the lines would come in bursts, and the micro-kernel's own prefetch already
-        // streams B: no hints there.
-        let (lines, turns) = ((kc * nr).div_ceil(16), mc.div_ceil(mr));
-        let per_turn = lines.div_ceil(turns);
-        for ir in (0..mc).step_by(mr) {
-            if ldb == nr && turns >= L2_HINT_TURNS {
-                let next = bs.as_ptr().wrapping_add(kc * nr);
-                for line in (ir / mr * per_turn..lines).take(per_turn) {
-                    prefetch_l2(next.wrapping_add(line * 16));
-                }
-            }
-            let mh = (mc - ir).min(mr);
-            let as_ = &ap[ir / mr * kc * mr..][..kc * mr];
-            let at = (i0 + ir) * ldc + j0 + jr;
-            if mh == mr && nw == nr {
-                // SAFETY: a full tile inside the strip (the caller's promise).
-                unsafe { micro(isa, kc, as_, (bs, ldb), (c.0.add(at), ldc), add) };
-            } else {
-                let mut tmp = [0f32; 12 * 32];
-                // SAFETY: `tmp` holds an MR x NR tile with rows NR apart.
-                unsafe { micro(isa, kc, as_, (bs, ldb), (tmp.as_mut_ptr(), nr), false) };
-                for r in 0..mh {
-                    for (jj, &t) in tmp[r * nr..][..nw].iter().enumerate() {
-                        // SAFETY: row ir + r < mc and column jr + jj < jr + nw: in the strip.
-                        unsafe {
-                            let cv = c.0.add(at + r * ldc + jj);
-                            cv.write(if add { cv.read() + t } else { t });
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// C's base pointer, shared by the threads that write disjoint columns of it (a `&mut [f32]`
 /// per thread would alias: C's rows interleave every thread's columns).
 #[derive(Clone, Copy)]
@@ -633,38 +532,9 @@ unsafe impl Send for CPtr {}
 // SAFETY: as above.
 unsafe impl Sync for CPtr {}
 
-/// `c[r·ldc + j] += Σ_p a[p·MR + r] · b[p·ldb + j]` for a full `MR x NR` tile (`=` without
-/// `add`: C is then only written).
-///
-/// # Safety
-/// `c` is valid for writes (and reads, with `add`) of an `MR x NR` tile with rows `ldc` apart.
-unsafe fn micro(
-    isa: Isa,
-    kc: usize,
-    a: &[f32],
-    (b, ldb): (&[f32], usize),
-    (c, ldc): (*mut f32, usize),
-    add: bool,
-) {
-    let (mr, nr) = tile(isa);
-    assert!(a.len() >= kc * mr && ldc >= nr);
-    assert!(kc > 0 && ldb >= nr && b.len() >= (kc - 1) * ldb + nr);
-    let (a, b) = (a.as_ptr(), b.as_ptr());
-    // SAFETY (each arm): `sgemm_with` / `PackedA::new` / `PackedB::new_with` checked that this
-    // target has the kernel's features, the lengths just asserted are every offset the kernel
-    // reads of A and B, and C is the caller's promise.
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { x86::k12x32(kc, a, (b, ldb), (c, ldc), add) },
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { x86::k6x16(kc, a, (b, ldb), (c, ldc), add) },
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        Isa::Simd128 => unsafe { wasm::kernel(kc, a, (b, ldb), (c, ldc), add) },
-        #[allow(unreachable_patterns)]
-        _ => unreachable!("sgemm: no {isa:?} micro-kernel on this target"),
-    }
-}
-
+#[path = "sgemm_tile.rs"]
+mod tiles;
+use tiles::{in_place, AStrips, Tile};
 #[path = "sgemm_wasm.rs"]
 mod wasm;
 #[cfg(target_arch = "x86_64")]

@@ -237,6 +237,69 @@ fn fill_writes_the_product_without_reading_c() {
     }
 }
 
+/// Row-major A at alpha 1, which the AVX-512 kernel reads in place (`AStrips::InPlace`, every
+/// row count from 1 to 12 in the last strip), gives the bits of the same A stored transposed,
+/// which is packed: added into C, and filled, with B strided and packed, at one thread and two.
+#[test]
+fn a_read_in_place_matches_a_packed() {
+    use std::mem::MaybeUninit;
+    let isas = [Isa::Avx512, Isa::Avx2]
+        .into_iter()
+        .filter(|&i| supports(i));
+    for isa in isas {
+        assert_eq!(in_place(isa), isa == Isa::Avx512);
+        for (t, [m, k, n]) in (1..=13)
+            .map(|m| [m, 70, 37])
+            .chain([
+                [24 + 5, KC + 3, 64],
+                [MC + 7, 2 * KC + 5, NC + 45],
+                [128, 768, 256],
+            ])
+            .enumerate()
+        {
+            let seed = t as u32 * 3;
+            let (ad, bd) = (fill(m * k, seed + 61), fill(k * n, seed + 62));
+            let at: Vec<f32> = (0..k * m).map(|i| ad[(i % m) * k + i / m]).collect();
+            let (a, a_t) = (Strided::rows(&ad, k), Strided::rows(&at, m).t());
+            let b = Strided::rows(&bd, n);
+            let packed = PackedB::new_with(isa, b, k, n).expect("packs");
+            let ldc = n + 1;
+            let c0 = fill(m * ldc, seed + 63);
+            for threads in [1, 2] {
+                let run = |a: Strided<f32>| {
+                    let (mut added, mut filled) =
+                        (c0.clone(), vec![MaybeUninit::new(f32::NAN); m * ldc]);
+                    let mut go = || {
+                        sgemm_with(isa, [m, k, n], 1.0, a, b, &mut added, ldc);
+                        if FILLS {
+                            sgemm_packed_b(m, 1.0, a, &packed, COut::Fill(&mut filled), ldc);
+                        }
+                    };
+                    crate::threads::with_threads(threads, &mut go).expect("a pool");
+                    // SAFETY: every element was initialized (NaN, then maybe the product).
+                    let filled: Vec<f32> = filled
+                        .into_iter()
+                        .map(|v| unsafe { v.assume_init() })
+                        .collect();
+                    (added, filled)
+                };
+                let ((added, filled), (want_added, want_filled)) = (run(a), run(a_t));
+                assert!(
+                    added == want_added,
+                    "{isa:?} {m}x{k}x{n}, {threads} threads: added"
+                );
+                for i in 0..m {
+                    let (g, w) = (&filled[i * ldc..][..n], &want_filled[i * ldc..][..n]);
+                    assert!(
+                        g == w,
+                        "{isa:?} {m}x{k}x{n}, {threads} threads: row {i} filled"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Where `sgemm` would not use B's panels, or the shape is bad, nothing is packed.
 #[test]
 fn prepacked_b_refuses_what_it_would_not_use() {

@@ -86,3 +86,62 @@ pub unsafe fn k6x16(
         }
     }
 }
+
+/// `rows` (1 to 12) x 32 tile with A read in place: row `r`'s `kc` values at `a + r·lda`
+/// (unpacked, row-major), otherwise as [`k12x32`].
+///
+/// # Safety
+/// The CPU has AVX-512F; `a + r·lda` holds `kc` floats for each `r < rows`, `b` `kc` rows of
+/// 32 `ldb` apart, and `c` a `rows` x 32 tile with rows `ldc` apart (read only with `add`).
+pub unsafe fn k32_direct(
+    rows: usize,
+    kc: usize,
+    (a, lda): (*const f32, usize),
+    b: (*const f32, usize),
+    c: (*mut f32, usize),
+    add: bool,
+) {
+    macro_rules! go {
+        ($($r:literal)*) => {
+            match rows {
+                $($r => k32_rows::<$r>(kc, (a, lda), b, c, add),)*
+                _ => unreachable!("k32_direct: {rows} rows"),
+            }
+        };
+    }
+    go!(1 2 3 4 5 6 7 8 9 10 11 12)
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn k32_rows<const R: usize>(
+    kc: usize,
+    (a, lda): (*const f32, usize),
+    (b, ldb): (*const f32, usize),
+    (c, ldc): (*mut f32, usize),
+    add: bool,
+) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    for p in 0..kc {
+        let b0 = _mm512_loadu_ps(b.add(p * ldb));
+        let b1 = _mm512_loadu_ps(b.add(p * ldb + 16));
+        _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((p + PREFETCH_ROWS) * ldb) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((p + PREFETCH_ROWS) * ldb + 16) as *const i8);
+        let ap = a.add(p);
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(*ap.add(r * lda));
+            acc_r[0] = _mm512_fmadd_ps(av, b0, acc_r[0]);
+            acc_r[1] = _mm512_fmadd_ps(av, b1, acc_r[1]);
+        }
+    }
+    for (r, acc_r) in acc.iter().enumerate() {
+        let cr = c.add(r * ldc);
+        let cr2 = cr.add(16);
+        if add {
+            _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(cr), acc_r[0]));
+            _mm512_storeu_ps(cr2, _mm512_add_ps(_mm512_loadu_ps(cr2), acc_r[1]));
+        } else {
+            _mm512_storeu_ps(cr, acc_r[0]);
+            _mm512_storeu_ps(cr2, acc_r[1]);
+        }
+    }
+}
