@@ -102,13 +102,23 @@ impl<T: AttnFloat> AttnBias<T> {
         })
     }
 
-    /// Adds the [S, L] slice of (batch b, head h) into `buf`.
-    fn add(&self, b: usize, h: usize, buf: &mut [T]) {
+    /// Adds the [S, L] slice of (batch b, head h) into the first L columns of `buf`'s rows of
+    /// `ld` (≥ L) elements.
+    fn add_into(&self, b: usize, h: usize, buf: &mut [T], ld: usize) {
         let [tb, tn, ts, tl] = self.dims;
+        if tl == 0 {
+            return;
+        }
         let at = ((b % tb) * tn + h % tn) * ts * tl;
-        buf.iter_mut()
-            .zip(&self.vals[at..][..ts * tl])
-            .for_each(|(o, &v)| *o = *o + v);
+        for (row, src) in buf
+            .chunks_exact_mut(ld)
+            .zip(self.vals[at..][..ts * tl].chunks_exact(tl))
+        {
+            row[..tl]
+                .iter_mut()
+                .zip(src)
+                .for_each(|(o, &v)| *o = *o + v);
+        }
     }
 }
 
@@ -535,7 +545,7 @@ fn mha<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
     let filter = T::from_f64(a.mask_filter_value as f64);
     let lowest = T::from_f64(f32::MIN as f64);
     // The padding and causal part depends on the batch only: [S, L] rows built once per batch
-    // here, copied into every head's buffer.
+    // here, added into every head's scores.
     let per_batch: Vec<T> = if (mask.is_some() || causal) && l > 0 {
         let mut table = vec![T::ZERO; b * s * l];
         for (bi, block) in table.chunks_exact_mut(s * l).enumerate() {
@@ -562,10 +572,10 @@ fn mha<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> KernelResul
     };
     let fill = |bi: usize, h: usize, buf: &mut [T]| -> Result<(), String> {
         if !per_batch.is_empty() {
-            buf.copy_from_slice(&per_batch[bi * s * l..][..s * l]);
+            add_rows(buf, &per_batch[bi * s * l..][..s * l]);
         }
         if let Some(ab) = &attn_bias {
-            ab.add(bi, h, buf);
+            ab.add_into(bi, h, buf, l);
         }
         Ok(())
     };

@@ -108,13 +108,14 @@ pub(super) enum Capture {
     Probs,
 }
 
-/// Fills the additive bias [Sq, L] of (batch, query head). Called from several threads at once
-/// (`--threads`), each with its own buffer.
+/// Adds the additive bias [Sq, L] of (batch, query head) into its scores (a score it hides may
+/// be set to -inf instead). Called from several threads at once (`--threads`), each with its
+/// own scores.
 pub(super) type BiasFn<'a, T> = dyn Fn(usize, usize, &mut [T]) -> Result<(), String> + Sync + 'a;
 
 /// Per (batch, query head): scores = Q·Kᵀ (the caller scales Q and K), softcap when
-/// `softcap > 0`, plus the additive bias `bias(b, h, buf)` fills ([Sq, L], row-major, zeroed
-/// before the call), softmax over each row (a row whose bias is -inf throughout becomes zeros),
+/// `softcap > 0`, plus the additive bias that `bias(b, h, scores)` adds ([Sq, L], row-major),
+/// softmax over each row (a row that is -inf throughout, every key hidden, becomes zeros),
 /// then the probabilities times V. Query head h reads key/value head h / (Hq / Hkv). Returns the
 /// output [B, Hq, Sq, Dv] and the captured scores [B, Hq, Sq, L] (empty for `Capture::None`).
 /// The caller has checked the sizes (`check_out`) and that Hkv divides Hq. Inside a pool of
@@ -140,12 +141,11 @@ pub(super) fn attend<T: AttnFloat>(
     let mut y = vec![T::ZERO; units * sq * d.dv];
     // Heads `heads` into their rows `ys` of the output (and of the captured scores, if any).
     let run = |heads: std::ops::Range<usize>, ys: &mut [T], mut kept: Option<&mut [T]>| {
-        let (mut s, mut buf) = (vec![T::ZERO; sq * l], vec![T::ZERO; sq * l]);
+        let mut s = vec![T::ZERO; sq * l];
         for (i, bh) in heads.enumerate() {
             let yh = &mut ys[i * sq * d.dv..][..sq * d.dv];
             let kh = kept.as_deref_mut().map(|k| &mut k[i * sq * l..][..sq * l]);
-            let scratch = (&mut s[..], &mut buf[..]);
-            head(d, (q, k, v), softcap, (capture, kh), bias, bh, yh, scratch)?;
+            head(d, (q, k, v), softcap, (capture, kh), bias, bh, yh, &mut s)?;
         }
         Ok::<(), String>(())
     };
@@ -165,7 +165,7 @@ pub(super) fn attend<T: AttnFloat>(
 }
 
 /// One (batch, query head) `bh` of [`attend`] into `y` ([Sq, Dv]), with the caller's scratch
-/// `s` (scores) and `buf` (bias), both [Sq, L]; `kept` receives the captured stage.
+/// `s` for the scores ([Sq, L]); `kept` receives the captured stage.
 #[allow(clippy::too_many_arguments)]
 fn head<T: AttnFloat>(
     d: &Dims,
@@ -175,7 +175,7 @@ fn head<T: AttnFloat>(
     bias: &BiasFn<T>,
     bh: usize,
     y: &mut [T],
-    (s, buf): (&mut [T], &mut [T]),
+    s: &mut [T],
 ) -> Result<(), String> {
     let (sq, l) = (d.q_len, d.kv_len);
     let (b, h) = (bh / d.q_heads, bh % d.q_heads);
@@ -208,17 +208,16 @@ fn head<T: AttnFloat>(
         }
     }
     keep(Capture::Capped, s);
-    buf.iter_mut().for_each(|x| *x = T::ZERO);
-    bias(b, h, buf)?;
-    s.iter_mut().zip(buf.iter()).for_each(|(x, &m)| *x = *x + m);
+    bias(b, h, s)?;
     keep(Capture::Biased, s);
     if l > 0 {
         // The widest vectors the CPU has (`simd`) for the softmax's exp.
         super::simd::widest(
             #[cfg_attr(target_arch = "x86_64", inline(always))]
             || {
-                for (row, brow) in s.chunks_exact_mut(l).zip(buf.chunks_exact(l)) {
-                    if brow.iter().all(|&m| m == T::NEG_INFINITY) {
+                for row in s.chunks_exact_mut(l) {
+                    // Stops at the first key not hidden: the first one, in a causal row.
+                    if row.iter().all(|&x| x == T::NEG_INFINITY) {
                         row.iter_mut().for_each(|x| *x = T::ZERO);
                     } else {
                         softmax_row(row);
@@ -235,7 +234,8 @@ fn head<T: AttnFloat>(
     Ok(())
 }
 
-/// A [B, S, H·D] tensor's data as heads-first [B, H, S, D], each element times `mul`.
+/// A [B, S, H·D] tensor's data as heads-first [B, H, S, D], each element times `mul`. Written in
+/// order, never zeroed first.
 pub(super) fn split_heads<T: AttnFloat>(
     x: &[T],
     b: usize,
@@ -244,20 +244,19 @@ pub(super) fn split_heads<T: AttnFloat>(
     d: usize,
     mul: T,
 ) -> Vec<T> {
-    let mut out = vec![T::ZERO; x.len()];
+    let mut out = Vec::with_capacity(x.len());
     for bi in 0..b {
-        for si in 0..s {
-            for h in 0..heads {
+        for h in 0..heads {
+            for si in 0..s {
                 let src = &x[((bi * s + si) * heads + h) * d..][..d];
-                let dst = &mut out[((bi * heads + h) * s + si) * d..][..d];
-                dst.iter_mut().zip(src).for_each(|(o, &v)| *o = v * mul);
+                out.extend(src.iter().map(|&v| v * mul));
             }
         }
     }
     out
 }
 
-/// Heads-first [B, H, S, D] data back to [B, S, H·D].
+/// Heads-first [B, H, S, D] data back to [B, S, H·D] (written in order, never zeroed first).
 pub(super) fn merge_heads<T: AttnFloat>(
     x: &[T],
     b: usize,
@@ -265,12 +264,11 @@ pub(super) fn merge_heads<T: AttnFloat>(
     s: usize,
     d: usize,
 ) -> Vec<T> {
-    let mut out = vec![T::ZERO; x.len()];
+    let mut out = Vec::with_capacity(x.len());
     for bi in 0..b {
-        for h in 0..heads {
-            for si in 0..s {
-                let src = &x[((bi * heads + h) * s + si) * d..][..d];
-                out[((bi * s + si) * heads + h) * d..][..d].copy_from_slice(src);
+        for si in 0..s {
+            for h in 0..heads {
+                out.extend_from_slice(&x[((bi * heads + h) * s + si) * d..][..d]);
             }
         }
     }

@@ -225,15 +225,8 @@ pub(super) fn gqa<T: AttnFloat>(ctx: &KernelCtx, inputs: &[Option<&Tensor>]) -> 
     };
     let fill = |bi: usize, h: usize, buf: &mut [T]| -> Result<(), String> {
         if let Some(ab) = &attn_bias {
-            // [S, total] into the [S, lp] rows.
-            let tl = total as usize;
-            let mut tmp = vec![T::ZERO; s * tl];
-            ab.add(bi, h, &mut tmp);
-            if tl > 0 {
-                for (row, src) in buf.chunks_exact_mut(lp).zip(tmp.chunks_exact(tl)) {
-                    row[..tl].copy_from_slice(src);
-                }
-            }
+            // [S, total] added into the first `total` keys of the [S, lp] rows.
+            ab.add_into(bi, h, buf, lp);
         }
         let (t, past_len) = spans[bi];
         if lp == 0 {

@@ -349,7 +349,8 @@ impl<T: AttnFloat> Mask<T> {
         Ok(Mask { dims, full, vals })
     }
 
-    /// Adds the mask's [Sq, L] slice for (batch b, head h) into `buf` (zeroed).
+    /// Adds the mask's [Sq, L] slice for (batch b, head h) into `buf` (keys past the mask's last
+    /// dim: -inf).
     fn fill(&self, b: usize, h: usize, buf: &mut [T]) {
         let [mb, mh, mq, ml] = self.dims;
         let [_, _, sq, l] = self.full;
@@ -358,7 +359,7 @@ impl<T: AttnFloat> Mask<T> {
             let row = &mut buf[i * l..][..l];
             for (j, x) in row.iter_mut().enumerate() {
                 *x = if j < ml {
-                    self.vals[src + j]
+                    *x + self.vals[src + j]
                 } else {
                     T::NEG_INFINITY
                 };
