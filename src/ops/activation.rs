@@ -318,7 +318,14 @@ macro_rules! with_act_fn {
 
 /// `act` of every element of float X (float32 computed in float32).
 fn act_map(op: &str, act: Act, x: &Tensor) -> KernelResult {
-    fn map<T: Fp>(a: &ArrayD<T>, act: Act) -> ArrayD<T> {
+    fn map<T: Fp + Send + Sync>(a: &ArrayD<T>, act: Act) -> ArrayD<T> {
+        // Swish (QuickGelu, SiLU: an exp and a division per element, about 16 multiply-adds'
+        // worth) splits between threads where there is enough of it.
+        if let Act::Swish { alpha } = act {
+            if let Some(y) = split_map(a, move |x| Act::Swish { alpha }.eval(x), 16) {
+                return y;
+            }
+        }
         macro_rules! go {
             ($f:expr) => {
                 map_elems(a, $f)
@@ -327,6 +334,32 @@ fn act_map(op: &str, act: Act, x: &Tensor) -> KernelResult {
         with_act_fn!(act, go)
     }
     Ok(vec![per_type!(op, x, [F32, F64], a => map(a, act))])
+}
+
+/// `f` of every element of `a` in runs of 4096 split between threads inside a pool of several
+/// (`--threads`), for `cost` multiply-adds' worth per element (`threads::split`); None (nothing
+/// done) where it would run on this thread. Each element is computed the same way anywhere.
+fn split_map<T: Fp + Send + Sync>(
+    a: &ArrayD<T>,
+    f: impl Fn(T) -> T + Sync,
+    cost: usize,
+) -> Option<ArrayD<T>> {
+    const RUN: usize = 4096;
+    let len = a.len();
+    let parts = crate::threads::split(len.div_ceil(RUN), len.saturating_mul(cost))?;
+    let a = a.as_standard_layout();
+    let s = a.as_slice()?;
+    let mut y = vec![T::ZERO; len];
+    let run = |runs: std::ops::Range<usize>, ys: &mut [T]| -> Result<(), String> {
+        let xs = &s[runs.start * RUN..][..ys.len()];
+        super::simd::widest(
+            #[cfg_attr(target_arch = "x86_64", inline(always))]
+            || ys.iter_mut().zip(xs).for_each(|(o, &x)| *o = f(x)),
+        );
+        Ok(())
+    };
+    crate::threads::for_each_rows(&mut y, RUN, parts, run).ok()?;
+    ArrayD::from_shape_vec(a.raw_dim(), y).ok()
 }
 
 /// `act` of every element of `y`, in place (FusedConv's activation).

@@ -308,3 +308,24 @@ fn map_elems_reads_an_input_in_another_layout_in_logical_order() {
         [2.0, 5.0, 3.0, 6.0, 4.0, 7.0]
     );
 }
+
+/// Inside a pool of threads Swish (and QuickGelu, its alias) splits its elements in runs of 4096
+/// (the last one short): the same bits as on one thread.
+#[test]
+fn swish_threads_give_the_same_bits() {
+    let len: usize = 97 * 3072;
+    let wave: Vec<f32> = (0..len)
+        .map(|i| (4.0 * (i as f64 * 0.731).sin()) as f32)
+        .collect();
+    let x = f32s(&[97, 3072], &wave);
+    let attrs = || vec![attr::float("alpha", 1.3)];
+    let one_thread = one("Swish", attrs(), &x).unwrap();
+    for threads in [2, 3] {
+        let many = crate::threads::with_threads(threads, || {
+            assert!(crate::threads::split(len.div_ceil(4096), len * 16).is_some());
+            one("Swish", attrs(), &x).unwrap()
+        })
+        .unwrap();
+        assert_eq!(f32_bits(&one_thread), f32_bits(&many), "{threads} threads");
+    }
+}
