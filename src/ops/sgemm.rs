@@ -7,7 +7,8 @@
 //! of B, `MR` broadcasts of A and `MR · NR / lanes` fused multiply-adds, with every accumulator in
 //! a register: 12 x 32 (24 of the 32 zmm registers) with AVX-512F, 6 x 16 (12 of 16 ymm) with
 //! AVX2 + FMA, and a smaller tile for wasm's 128-bit vectors (`sgemm_wasm.rs`). Edges are packed
-//! with zeros and computed into a scratch tile.
+//! with zeros and computed into a scratch tile. With AVX-512, row-major A at alpha 1 is not
+//! packed at all: its kernel reads 1 to 12 rows of A where they lie (`sgemm_tile.rs`).
 //!
 //! `small_sgemm` is the other kernel here: one or two rows of A (a decode step) with no packing
 //! at all, B streamed row by row (AVX-512 / AVX2 + FMA, or SIMD128 in wasm).
@@ -15,7 +16,8 @@
 //! The packing buffers are per thread and kept between calls, so a steady-state run allocates
 //! nothing here. Other targets and CPUs without these features use the caller's
 //! fallback (matrixmultiply through ndarray). Products of a column-major (transposed) operand
-//! pack by gathering; the micro-kernels never see strides.
+//! pack by gathering; the micro-kernels see no strides but A's row stride (read in place) and
+//! B's (row-major B read in place).
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
