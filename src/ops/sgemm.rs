@@ -363,7 +363,7 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: COut, 
     let parts = crate::threads::split(strips, (m + 64) * k * n);
     // Row-major A at alpha 1 is read in place where the CPU's kernel can (`in_place`): no
     // packing at all, and rows past the last full strip need no padded copy.
-    let in_place = match a {
+    let a_in_place = match a {
         ASide::Pack(pa, alpha) if in_place(isa) && pa.cs == 1 && alpha == 1.0 => Some(pa),
         _ => None,
     };
@@ -374,7 +374,7 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: COut, 
     #[cfg(any(not(target_arch = "wasm32"), feature = "wasm-threads"))]
     let shared = match a {
         ASide::Pack(pa, alpha)
-            if in_place.is_none()
+            if a_in_place.is_none()
                 && (parts.is_some() || n > NC)
                 && k * m.div_ceil(mr) * mr <= SHARED_A_MAX =>
         {
@@ -398,7 +398,7 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: COut, 
             if b.is_ok() {
                 grow(bp, KC.min(k) * (hi - lo).min(NC).div_ceil(nr) * nr);
             }
-            if let (ASide::Pack(..), None) = (a, in_place) {
+            if let (ASide::Pack(..), None) = (a, a_in_place) {
                 grow(ap, KC.min(k) * m.min(MC).div_ceil(mr) * mr);
             }
             for jc in (0..n).step_by(NC) {
@@ -439,7 +439,7 @@ fn drive_with(isa: Isa, [m, k, n]: [usize; 3], a: ASide, bside: BSide, c: COut, 
                     };
                     for ic in (0..m).step_by(MC) {
                         let mc = (m - ic).min(MC);
-                        let ablock = match (a, in_place) {
+                        let ablock = match (a, a_in_place) {
                             (_, Some(a)) => AStrips::InPlace(&a.data[ic * a.rs + pc..], a.rs),
                             (ASide::Pack(a, alpha), None) => {
                                 pack(a, ic, mc, pc, kc, mr, alpha, ap);

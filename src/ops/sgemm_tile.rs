@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// One packed A block times one packed B panel.
+/// One A block (packed, or read in place) times one packed B panel.
 pub(super) struct Tile {
     pub(super) kc: usize,
     pub(super) mr: usize,
@@ -160,11 +160,12 @@ unsafe fn in_place_kernel(
     }
 }
 
-/// `c[r·ldc + j] += Σ_p a[p·MR + r] · b[p·ldb + j]` for a full `MR x NR` tile (`=` without
-/// `add`: C is then only written).
+/// `c[r·ldc + j] += Σ_p a(r, p) · b[p·ldb + j]` for a full `MR x NR` tile of packed A
+/// (`a[p·MR + r]`), or a `rows x NR` tile of A read in place (`a[r·lda + p]`); `=` without
+/// `add`: C is then only written.
 ///
 /// # Safety
-/// `c` is valid for writes (and reads, with `add`) of an `MR x NR` tile with rows `ldc` apart.
+/// `c` is valid for writes (and reads, with `add`) of that tile, rows `ldc` apart.
 unsafe fn micro(
     isa: Isa,
     kc: usize,
